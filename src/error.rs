@@ -1,0 +1,57 @@
+//! The crate's one error type: every failure a caller can meet, each naming what was wrong
+//! (the tensor, the field, the file, the GPU limit) and, where it helps, what to do.
+
+use std::fmt;
+
+/// Result alias used across the crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong, from a bad checkpoint to a lost GPU device.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No WebGPU/Vulkan/Metal adapter could be found.
+    #[error("no GPU adapter: {0}")]
+    NoAdapter(String),
+    /// The adapter refused the device (limits or features).
+    #[error("GPU device request failed: {0}")]
+    Device(String),
+    /// A GPU validation, out-of-memory or internal error reported by wgpu or the browser.
+    #[error("GPU error: {0}")]
+    Gpu(String),
+    /// A buffer the model needs is larger than the adapter allows.
+    #[error("GPU limit exceeded: {what} needs {needed} bytes, the adapter allows {allowed}")]
+    Limit { what: String, needed: u64, allowed: u64 },
+    /// A checkpoint lacks a tensor the model needs.
+    #[error("checkpoint is missing tensor `{0}`")]
+    MissingTensor(String),
+    /// A checkpoint tensor has the wrong shape.
+    #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]
+    Shape { name: String, expected: Vec<usize>, found: Vec<usize> },
+    /// A checkpoint tensor has a dtype the loader cannot read.
+    #[error("tensor `{name}` has dtype {found}, expected F32, F16 or BF16")]
+    Dtype { name: String, found: String },
+    /// The bytes are not a valid safetensors file (truncated, bad header, bad offsets).
+    #[error("invalid safetensors checkpoint: {0}")]
+    Checkpoint(String),
+    /// A configuration field is missing, malformed or inconsistent.
+    #[error("invalid config field `{field}`: {why}")]
+    Config { field: String, why: String },
+    /// Input of the wrong size or range for a model call.
+    #[error("invalid input: {0}")]
+    Input(String),
+    /// A code outside `[0, bins)`.
+    #[error("code {code} at frame {frame}, codebook {codebook} is out of range (bins = {bins})")]
+    CodeOutOfRange { frame: usize, codebook: usize, code: i64, bins: usize },
+    /// A file could not be read or written, or has the wrong format.
+    #[error("{path}: {why}")]
+    File { path: String, why: String },
+}
+
+impl Error {
+    pub(crate) fn config(field: impl Into<String>, why: impl fmt::Display) -> Self {
+        Error::Config { field: field.into(), why: why.to_string() }
+    }
+    pub(crate) fn file(path: impl fmt::Display, why: impl fmt::Display) -> Self {
+        Error::File { path: path.to_string(), why: why.to_string() }
+    }
+}

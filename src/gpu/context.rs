@@ -1,0 +1,308 @@
+//! The GPU context: adapter, device, queue, the adapter's own limits, error capture and the
+//! pipeline cache. Created once, asynchronously, on every target; tests and the web entry
+//! share the same `(device, queue)` seam through [`GpuContext::from_adapter`].
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use wgpu::util::DeviceExt;
+
+use super::kernels::{Binding, Kernel};
+use crate::error::{Error, Result};
+
+/// What the adapter is and what it allows, for logs, benchmarks and capability checks.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    /// Adapter name as the driver reports it (`llvmpipe (LLVM ...)`, `NVIDIA H200`, ...).
+    pub name: String,
+    /// Backend (`Vulkan`, `Metal`, `BrowserWebGpu`, ...).
+    pub backend: String,
+    /// Device type (`DiscreteGpu`, `Cpu`, ...).
+    pub device_type: String,
+    /// Largest storage binding the device was created with, in bytes.
+    pub max_storage_binding: u64,
+    /// Largest buffer the device was created with, in bytes.
+    pub max_buffer: u64,
+    /// Whether the adapter offers subgroup operations. The kernels never need them: wgpu's
+    /// webgpu backend does not pass the feature through, so every kernel is portable.
+    pub subgroups: bool,
+}
+
+impl std::fmt::Display for GpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, {})", self.name, self.backend, self.device_type)
+    }
+}
+
+/// A compiled kernel: its explicit bind group layout and pipeline.
+pub(crate) struct Pipeline {
+    pub(crate) layout: wgpu::BindGroupLayout,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+}
+
+/// Device, queue and caches. Not `Send`: one context lives on one thread (the Worker on
+/// the web).
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: GpuInfo,
+    errors: Arc<Mutex<Vec<String>>>,
+    pipelines: RefCell<HashMap<&'static str, Rc<Pipeline>>>,
+}
+
+impl GpuContext {
+    /// Find the best adapter (high performance first) and open a device on it.
+    ///
+    /// Natively the backend can be forced with `WGPU_BACKEND` (e.g. `vulkan`). Returns
+    /// [`Error::NoAdapter`] when there is none: in a browser, WebGPU may be disabled or
+    /// missing (Chromium needs `--enable-unsafe-webgpu` where it has no GPU).
+    pub async fn new() -> Result<Self> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                Error::NoAdapter(format!(
+                    "{e}; natively install a Vulkan or Metal driver (Mesa's lavapipe works without a GPU), \
+                     in a browser enable WebGPU"
+                ))
+            })?;
+        Self::from_adapter(adapter).await
+    }
+
+    /// Open a device on `adapter`, asking for the adapter's own storage-binding and buffer
+    /// limits (the defaults stop at 128 MiB and 256 MiB), and install the error handlers:
+    /// uncaptured GPU errors and device loss are recorded and surface as [`Error::Gpu`] from
+    /// the next readback, where wgpu would otherwise panic (native) or only log (web).
+    pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
+        let a = adapter.limits();
+        let mut limits = wgpu::Limits::default();
+        limits.max_storage_buffer_binding_size = a.max_storage_buffer_binding_size;
+        limits.max_buffer_size = a.max_buffer_size;
+        limits.max_storage_buffers_per_shader_stage = a.max_storage_buffers_per_shader_stage.max(8);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("inferencelayer"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Device(e.to_string()))?;
+        let ai = adapter.get_info();
+        let info = GpuInfo {
+            name: ai.name.clone(),
+            backend: format!("{:?}", ai.backend),
+            device_type: format!("{:?}", ai.device_type),
+            max_storage_binding: limits.max_storage_buffer_binding_size as u64,
+            max_buffer: limits.max_buffer_size,
+            subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
+        };
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let sink = errors.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(format!("device lost ({reason:?}): {msg}"));
+            }
+        });
+        Ok(Self { device, queue, info, errors, pipelines: RefCell::default() })
+    }
+
+    /// The first GPU error recorded since the last call, if any.
+    pub fn take_error(&self) -> Result<()> {
+        let mut v = self.errors.lock().map_err(|_| Error::Gpu("error sink poisoned".into()))?;
+        if v.is_empty() {
+            Ok(())
+        } else {
+            let msg = v.join("; ");
+            v.clear();
+            Err(Error::Gpu(msg))
+        }
+    }
+
+    fn check_binding(&self, what: &str, bytes: u64) -> Result<()> {
+        if bytes > self.info.max_storage_binding {
+            return Err(Error::Limit {
+                what: what.to_string(),
+                needed: bytes,
+                allowed: self.info.max_storage_binding,
+            });
+        }
+        Ok(())
+    }
+
+    /// A storage buffer holding `data` (f32), bindable as one binding.
+    /// Fails with [`Error::Limit`] above the device's storage-binding limit.
+    pub fn storage_f32(&self, label: &str, data: &[f32]) -> Result<wgpu::Buffer> {
+        self.storage_bytes(label, bytemuck::cast_slice(data))
+    }
+
+    /// A storage buffer holding raw bytes (length a multiple of 4).
+    pub fn storage_bytes(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+        self.check_binding(label, data.len() as u64)?;
+        let contents: &[u8] = if data.is_empty() { &[0; 4] } else { data };
+        Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        }))
+    }
+
+    /// A zero-filled storage buffer of `len` 4-byte elements.
+    pub fn zeros(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        let bytes = (len.max(1) * 4) as u64;
+        self.check_binding(label, bytes)?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// A uniform buffer holding `data`, writable later with `queue.write_buffer`.
+    pub fn uniform(&self, label: &str, data: &[u8]) -> wgpu::Buffer {
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: data,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
+    }
+
+    /// The compiled pipeline of `kernel`, built once per context with an explicit layout.
+    pub(crate) fn pipeline(&self, kernel: &Kernel) -> Rc<Pipeline> {
+        if let Some(p) = self.pipelines.borrow().get(kernel.name) {
+            return p.clone();
+        }
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: match b {
+                    Binding::Read => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: true },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    Binding::ReadWrite => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: false },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    Binding::Uniform => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                },
+                count: None,
+            })
+            .collect();
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(kernel.name),
+            entries: &entries,
+        });
+        let pl = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(kernel.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.name),
+            source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.name),
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let p = Rc::new(Pipeline { layout, pipeline });
+        self.pipelines.borrow_mut().insert(kernel.name, p.clone());
+        p
+    }
+
+    /// Wait for the queue natively (a no-op on the web, where the browser drives mapping).
+    pub(crate) fn poll(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Read `len` f32 values of `buf` (a debugging and test path: it allocates a staging
+    /// buffer; per-frame reads go through a [`Readback`]).
+    pub async fn read_f32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f32>> {
+        let rb = Readback::new(self, (len * 4) as u64);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        rb.copy(&mut enc, buf);
+        self.queue.submit([enc.finish()]);
+        let bytes = rb.read(self).await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// A mappable staging buffer for the one small readback of a frame: the copy into it is
+/// recorded in the frame's own command encoder, so a frame stays one submit.
+pub struct Readback {
+    staging: wgpu::Buffer,
+    bytes: u64,
+}
+
+impl Readback {
+    /// A staging buffer of `bytes` bytes (a multiple of 4).
+    pub fn new(ctx: &GpuContext, bytes: u64) -> Self {
+        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Self { staging, bytes: bytes.max(4) }
+    }
+
+    /// Record the copy of the first `bytes` bytes of `src` into the staging buffer.
+    pub fn copy(&self, enc: &mut wgpu::CommandEncoder, src: &wgpu::Buffer) {
+        enc.copy_buffer_to_buffer(src, 0, &self.staging, 0, self.bytes);
+    }
+
+    /// Map and read the staging buffer after the submit that filled it. Asynchronous on
+    /// every target; natively it polls the device, on the web it yields to the event loop.
+    /// Returns [`Error::Gpu`] if the map failed or any GPU error was recorded meanwhile.
+    pub async fn read(&self, ctx: &GpuContext) -> Result<Vec<u8>> {
+        let slice = self.staging.slice(..self.bytes);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        ctx.poll()?;
+        let mapped = rx.await.map_err(|_| Error::Gpu("readback dropped (device lost?)".into()));
+        ctx.take_error()?;
+        mapped?.map_err(|e| Error::Gpu(format!("readback map failed: {e}")))?;
+        let out = slice
+            .get_mapped_range()
+            .map_err(|e| Error::Gpu(format!("readback range: {e}")))?
+            .to_vec();
+        self.staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,216 @@
+//! The kernel table: every WGSL kernel of `shaders/`, included once, with the binding
+//! layout its pipeline is built with and the uniform parameter struct it reads.
+//!
+//! Each `*Params` struct mirrors the `Params` struct at the top of its shader, field for
+//! field; sizes are checked at compile time here and the shaders' bindings against this
+//! table by a test that parses them with naga (`tests/kernels.rs`).
+
+use bytemuck::{Pod, Zeroable};
+
+/// How a kernel binds one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// `var<storage, read>`
+    Read,
+    /// `var<storage, read_write>`
+    ReadWrite,
+    /// `var<uniform>`
+    Uniform,
+}
+
+/// One WGSL kernel: a name (its file stem and pipeline label), its source and its bindings
+/// in `@binding` order (all in `@group(0)`; the entry point is always `main`).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub bindings: &'static [Binding],
+}
+
+use Binding::{Read as R, ReadWrite as RW, Uniform as U};
+
+macro_rules! kernel {
+    ($id:ident, $name:literal, [$($b:expr),*]) => {
+        pub const $id: Kernel = Kernel {
+            name: $name,
+            source: include_str!(concat!("../../shaders/", $name, ".wgsl")),
+            bindings: &[$($b),*],
+        };
+    };
+}
+
+kernel!(CONV_PREP, "conv_prep", [R, RW, U, U]);
+kernel!(CONV1D, "conv1d", [R, R, R, R, RW, U]);
+kernel!(CONV_CARRY, "conv_carry", [RW, U]);
+kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, R, RW, RW, U]);
+kernel!(COPY, "copy", [R, RW, U]);
+kernel!(TRANSPOSE, "transpose", [R, RW, U]);
+kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
+kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
+kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
+kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
+kernel!(VQ_ENCODE, "vq_encode", [R, RW, RW, U]);
+kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
+
+/// Every kernel, for validation and warm-up.
+pub const KERNELS: &[Kernel] = &[
+    CONV_PREP, CONV1D, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
+    ROPE_KV, ATTENTION, VQ_ENCODE, VQ_DECODE,
+];
+
+/// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
+pub(crate) const WG: u32 = 64;
+
+/// The per-frame uniform shared by the stateful kernels (`struct Frame` in the shaders):
+/// the stream position of the frame's first transformer step and whether it is the first
+/// frame of the stream.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct FrameParams {
+    pub pos: u32,
+    pub first: u32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct ConvPrepParams {
+    pub c: u32,
+    pub t: u32,
+    pub ta: u32,
+    pub tp: u32,
+    pub time_major: u32,
+    pub elu: u32,
+    pub replicate: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Conv1dParams {
+    pub in_c: u32,
+    pub out_c: u32,
+    pub k: u32,
+    pub stride: u32,
+    pub dilation: u32,
+    pub groups: u32,
+    pub t_out: u32,
+    pub ta: u32,
+    pub has_bias: u32,
+    pub residual: u32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct ConvCarryParams {
+    pub c: u32,
+    pub t: u32,
+    pub ta: u32,
+    pub tp: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct ConvTransposeParams {
+    pub in_c: u32,
+    pub out_c: u32,
+    pub k: u32,
+    pub stride: u32,
+    pub groups: u32,
+    pub t_in: u32,
+    pub ts: u32,
+    pub tp: u32,
+    pub has_bias: u32,
+    pub elu: u32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Count4 {
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub d: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct LayerNormParams {
+    pub dim: u32,
+    pub eps: f32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct MatvecParams {
+    pub n: u32,
+    pub k: u32,
+    pub t: u32,
+    pub gelu: u32,
+    pub residual: u32,
+    pub x_offset: u32,
+    pub y_offset: u32,
+    pub accumulate: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct RopeKvParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub t: u32,
+    pub freq_coef: f32,
+    pub _pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct AttentionParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub t: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct VqEncodeParams {
+    pub level: u32,
+    pub bins: u32,
+    pub dim: u32,
+    pub slot: u32,
+    pub subtract: u32,
+    pub _pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct VqDecodeParams {
+    pub levels: u32,
+    pub bins: u32,
+    pub dim: u32,
+    pub offset: u32,
+}
+
+// Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
+const _: () = {
+    assert!(std::mem::size_of::<FrameParams>() == 16);
+    assert!(std::mem::size_of::<ConvPrepParams>() == 32);
+    assert!(std::mem::size_of::<Conv1dParams>() == 48);
+    assert!(std::mem::size_of::<ConvCarryParams>() == 16);
+    assert!(std::mem::size_of::<ConvTransposeParams>() == 48);
+    assert!(std::mem::size_of::<Count4>() == 16);
+    assert!(std::mem::size_of::<LayerNormParams>() == 16);
+    assert!(std::mem::size_of::<MatvecParams>() == 32);
+    assert!(std::mem::size_of::<RopeKvParams>() == 32);
+    assert!(std::mem::size_of::<AttentionParams>() == 32);
+    assert!(std::mem::size_of::<VqEncodeParams>() == 32);
+    assert!(std::mem::size_of::<VqDecodeParams>() == 16);
+};

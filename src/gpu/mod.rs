@@ -1,0 +1,15 @@
+//! The GPU layer: the device context, the kernel table and the static-plan builder.
+//!
+//! Everything here is model-agnostic. Models describe their layers to [`PlanBuilder`], which
+//! turns them into a [`Plan`]: a prebuilt list of (pipeline, bind group, grid) steps replayed
+//! into one compute pass and one submit per frame. All buffers are f32 (codes u32); every
+//! kernel lives in `shaders/*.wgsl` and is portable (no optional features), so the same plan
+//! runs on wgpu's native backends and on a browser's WebGPU (Tint).
+
+mod context;
+mod kernels;
+mod plan;
+
+pub use context::{GpuContext, GpuInfo, Readback};
+pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
+pub use plan::{ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS};

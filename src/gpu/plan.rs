@@ -1,0 +1,536 @@
+//! Static plans: every shape fixed when the plan is built, pipelines and bind groups built
+//! once, a frame replayed as one compute pass.
+//!
+//! [`PlanBuilder`] offers model-agnostic layers (streaming causal conv and transposed conv,
+//! layer norm, linear, rotary KV-ring push, windowed attention, vector quantization). Each
+//! layer allocates its outputs and its streaming state on the GPU and appends its dispatches;
+//! models call these in order to describe themselves. [`PlanState`] is the list of every
+//! state buffer, so `reset` reaches all of it.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytemuck::Pod;
+
+use super::context::{GpuContext, Pipeline};
+use super::kernels::*;
+use crate::error::{Error, Result};
+
+/// An f32 activation on the GPU, row-major with a fixed shape.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    pub buf: wgpu::Buffer,
+    pub shape: Vec<usize>,
+}
+
+impl Tensor {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One dispatch: a pipeline, its bind group, a grid and a readable label.
+struct Step {
+    pipeline: Rc<Pipeline>,
+    bind_group: wgpu::BindGroup,
+    grid: [u32; 2],
+    label: String,
+}
+
+/// A prebuilt list of dispatches, replayed into one compute pass per frame.
+pub struct Plan {
+    steps: Vec<Step>,
+}
+
+impl Plan {
+    /// Record every step into `pass`, in order. wgpu orders the dispatches of one pass and
+    /// makes each one's writes visible to the next.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        for s in &self.steps {
+            pass.set_pipeline(&s.pipeline.pipeline);
+            pass.set_bind_group(0, &s.bind_group, &[]);
+            pass.dispatch_workgroups(s.grid[0], s.grid[1], 1);
+        }
+    }
+
+    /// Number of dispatches per replay.
+    pub fn dispatches(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// The label of every step, in order (for per-step profiles).
+    pub fn labels(&self) -> Vec<&str> {
+        self.steps.iter().map(|s| s.label.as_str()).collect()
+    }
+
+    /// Record step `i` alone into `pass` (the per-step profile submits one at a time).
+    pub fn record_step(&self, i: usize, pass: &mut wgpu::ComputePass<'_>) {
+        if let Some(s) = self.steps.get(i) {
+            pass.set_pipeline(&s.pipeline.pipeline);
+            pass.set_bind_group(0, &s.bind_group, &[]);
+            pass.dispatch_workgroups(s.grid[0], s.grid[1], 1);
+        }
+    }
+}
+
+/// Every streaming-state buffer of a plan: conv prefixes, transposed-conv tails, KV rings
+/// (zeroed on reset) and position rings (filled with [`INVALID_POS`] on reset: a zeroed
+/// ring would claim that every slot holds position 0).
+#[derive(Default)]
+pub struct PlanState {
+    zeroed: Vec<wgpu::Buffer>,
+    pos_rings: Vec<wgpu::Buffer>,
+}
+
+/// The position stamped in an empty KV-ring slot.
+pub const INVALID_POS: u32 = u32::MAX;
+
+impl PlanState {
+    /// Return every state buffer to the start of a stream.
+    pub fn reset(&self, ctx: &GpuContext) {
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        for b in &self.zeroed {
+            enc.clear_buffer(b, 0, None);
+        }
+        ctx.queue.submit([enc.finish()]);
+        for b in &self.pos_rings {
+            let inval = vec![INVALID_POS; (b.size() / 4) as usize];
+            ctx.queue.write_buffer(b, 0, bytemuck::cast_slice(&inval));
+        }
+    }
+
+    /// Total bytes of streaming state.
+    pub fn bytes(&self) -> u64 {
+        self.zeroed.iter().chain(&self.pos_rings).map(|b| b.size()).sum()
+    }
+}
+
+/// A causal streaming Conv1d (moshi.modules.conv.StreamingConv1d): weights on the GPU plus
+/// the shape facts the plan needs.
+pub struct ConvSpec<'a> {
+    pub name: &'a str,
+    /// `[out_c, in_c / groups, k]`
+    pub w: &'a wgpu::Buffer,
+    /// `[out_c]`
+    pub b: Option<&'a wgpu::Buffer>,
+    pub in_c: usize,
+    pub out_c: usize,
+    pub k: usize,
+    pub stride: usize,
+    pub dilation: usize,
+    pub groups: usize,
+    /// `pad_mode == "replicate"`: the first frame's prefix repeats its first sample.
+    pub replicate: bool,
+}
+
+/// A causal streaming ConvTranspose1d (moshi.modules.conv.StreamingConvTranspose1d).
+pub struct ConvTrSpec<'a> {
+    pub name: &'a str,
+    /// `[in_c, out_c / groups, k]`
+    pub w: &'a wgpu::Buffer,
+    /// `[out_c]`
+    pub b: Option<&'a wgpu::Buffer>,
+    pub in_c: usize,
+    pub out_c: usize,
+    pub k: usize,
+    pub stride: usize,
+    pub groups: usize,
+}
+
+/// The attention geometry of one transformer stack.
+#[derive(Clone, Copy, Debug)]
+pub struct TransformerSpec {
+    pub dim: usize,
+    pub heads: usize,
+    /// Attention window in steps; also the KV ring capacity, as the reference's RingKVCache.
+    pub context: usize,
+    pub max_period: f64,
+}
+
+/// How [`PlanBuilder::linear`] writes its result.
+pub enum LinearOut<'a> {
+    /// `y = W x`
+    Store,
+    /// `y = gelu(W x)`
+    Gelu,
+    /// `y += W x`
+    Accumulate,
+    /// `y += scale * (W x)` (a LayerScale residual)
+    Residual(&'a wgpu::Buffer),
+}
+
+/// Builds a [`Plan`] from model-agnostic layers. See the module doc.
+pub struct PlanBuilder<'a> {
+    ctx: &'a GpuContext,
+    frame: wgpu::Buffer,
+    steps: Vec<Step>,
+    state: PlanState,
+    taps: BTreeMap<String, Tensor>,
+    dummy: wgpu::Buffer,
+}
+
+fn grid_for(groups: usize) -> [u32; 2] {
+    let g = groups.max(1) as u32;
+    if g <= 65535 {
+        [g, 1]
+    } else {
+        [65535, g.div_ceil(65535)]
+    }
+}
+
+fn threads(n: usize) -> [u32; 2] {
+    grid_for(n.div_ceil(WG as usize))
+}
+
+impl<'a> PlanBuilder<'a> {
+    /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
+    /// writes before each replay).
+    pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
+        Ok(Self {
+            ctx,
+            frame: frame.clone(),
+            steps: Vec::new(),
+            state: PlanState::default(),
+            taps: BTreeMap::new(),
+            dummy: ctx.zeros("unused binding", 1)?,
+        })
+    }
+
+    /// The context the plan is built on.
+    pub fn ctx(&self) -> &'a GpuContext {
+        self.ctx
+    }
+
+    /// Take the plan, its state and its named taps.
+    pub fn finish(self) -> (Plan, PlanState, BTreeMap<String, Tensor>) {
+        (Plan { steps: self.steps }, self.state, self.taps)
+    }
+
+    /// A zero-filled activation.
+    pub fn tensor(&self, label: &str, shape: &[usize]) -> Result<Tensor> {
+        Ok(Tensor { buf: self.ctx.zeros(label, shape.iter().product())?, shape: shape.to_vec() })
+    }
+
+    /// A streaming-state buffer of `len` f32, zeroed on reset.
+    pub fn state(&mut self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        let b = self.ctx.zeros(label, len)?;
+        self.state.zeroed.push(b.clone());
+        Ok(b)
+    }
+
+    /// A position ring of `len` slots, filled with [`INVALID_POS`] now and on reset.
+    pub fn pos_ring(&mut self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        let b = self.ctx.zeros(label, len)?;
+        let inval = vec![INVALID_POS; len];
+        self.ctx.queue.write_buffer(&b, 0, bytemuck::cast_slice(&inval));
+        self.state.pos_rings.push(b.clone());
+        Ok(b)
+    }
+
+    /// Name an activation so tests and debuggers can read it after a replay.
+    pub fn tap(&mut self, name: &str, t: &Tensor) {
+        self.taps.insert(name.to_string(), t.clone());
+    }
+
+    fn params<P: Pod>(&self, label: &str, p: &P) -> wgpu::Buffer {
+        self.ctx.uniform(label, bytemuck::bytes_of(p))
+    }
+
+    fn step(&mut self, kernel: &Kernel, label: String, bufs: &[&wgpu::Buffer], grid: [u32; 2]) {
+        debug_assert_eq!(bufs.len(), kernel.bindings.len(), "{}", kernel.name);
+        let pipeline = self.ctx.pipeline(kernel);
+        let entries: Vec<wgpu::BindGroupEntry> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        let bind_group = self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&label),
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        self.steps.push(Step { pipeline, bind_group, grid, label });
+    }
+
+    /// One streaming causal conv over one frame: stage the input behind the carried prefix
+    /// (ELU on load when `elu`; `x` is `[in_c, t]`, or `[t, in_c]` when `time_major`), convolve
+    /// (adding `residual` `[out_c, t / stride]` when given), carry the prefix. Returns
+    /// `[out_c, t / stride]`. Mirrors StreamingConv1d.forward in streaming mode.
+    pub fn conv1d(
+        &mut self,
+        spec: &ConvSpec<'_>,
+        x: &Tensor,
+        time_major: bool,
+        elu: bool,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let t = if time_major { x.shape[0] } else { x.shape[1] };
+        let c = if time_major { x.shape[1] } else { x.shape[0] };
+        if c != spec.in_c || t % spec.stride != 0 || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 {
+            return Err(Error::config(
+                spec.name,
+                format!("conv of {} channels, stride {}, groups {} cannot take input {:?}", spec.in_c, spec.stride, spec.groups, x.shape),
+            ));
+        }
+        let k_eff = (spec.k - 1) * spec.dilation + 1;
+        if k_eff < spec.stride {
+            return Err(Error::config(spec.name, "kernel shorter than its stride"));
+        }
+        let tp = k_eff - spec.stride;
+        let t_out = t / spec.stride;
+        let ta = tp + t;
+        let y = self.tensor(spec.name, &[spec.out_c, t_out])?;
+        let xa = if tp > 0 || elu || time_major {
+            let xa = self.state(&format!("{}.previous", spec.name), spec.in_c * ta)?;
+            let p = ConvPrepParams {
+                c: c as u32,
+                t: t as u32,
+                ta: ta as u32,
+                tp: tp as u32,
+                time_major: time_major as u32,
+                elu: elu as u32,
+                replicate: spec.replicate as u32,
+                _pad: 0,
+            };
+            let pb = self.params(spec.name, &p);
+            let frame = self.frame.clone();
+            self.step(&CONV_PREP, format!("{} prep", spec.name), &[&x.buf, &xa, &pb, &frame], threads(c * t));
+            xa
+        } else {
+            x.buf.clone()
+        };
+        let p = Conv1dParams {
+            in_c: spec.in_c as u32,
+            out_c: spec.out_c as u32,
+            k: spec.k as u32,
+            stride: spec.stride as u32,
+            dilation: spec.dilation as u32,
+            groups: spec.groups as u32,
+            t_out: t_out as u32,
+            ta: ta as u32,
+            has_bias: spec.b.is_some() as u32,
+            residual: residual.is_some() as u32,
+            _pad: [0; 2],
+        };
+        if let Some(r) = residual {
+            if r.len() != spec.out_c * t_out {
+                return Err(Error::config(spec.name, format!("residual {:?} does not match the output", r.shape)));
+            }
+        }
+        let pb = self.params(spec.name, &p);
+        let b = spec.b.unwrap_or(&self.dummy).clone();
+        let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
+        self.step(&CONV1D, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], threads(spec.out_c * t_out));
+        if tp > 0 {
+            let p = ConvCarryParams { c: c as u32, t: t as u32, ta: ta as u32, tp: tp as u32 };
+            let pb = self.params(spec.name, &p);
+            self.step(&CONV_CARRY, format!("{} carry", spec.name), &[&xa, &pb], threads(c));
+        }
+        Ok(y)
+    }
+
+    /// One streaming causal transposed conv over one frame (ELU on load when `elu`):
+    /// `x` `[in_c, t]` -> `[out_c, t * stride]`, the overlap tail carried to the next frame
+    /// with its bias removed. Mirrors StreamingConvTranspose1d.forward in streaming mode.
+    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool) -> Result<Tensor> {
+        let (c, t_in) = (x.shape[0], x.shape[1]);
+        if c != spec.in_c || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 || spec.k < spec.stride {
+            return Err(Error::config(spec.name, format!("transposed conv cannot take input {:?}", x.shape)));
+        }
+        let tp = spec.k - spec.stride;
+        let ts = t_in * spec.stride;
+        if ts < tp {
+            return Err(Error::config(spec.name, "a frame must be at least as long as the overlap (kernel - stride)"));
+        }
+        let y = self.tensor(spec.name, &[spec.out_c, ts])?;
+        let partial = self.state(&format!("{}.partial", spec.name), spec.out_c * tp)?;
+        let tail = self.ctx.zeros(&format!("{}.tail", spec.name), spec.out_c * tp)?;
+        let p = ConvTransposeParams {
+            in_c: spec.in_c as u32,
+            out_c: spec.out_c as u32,
+            k: spec.k as u32,
+            stride: spec.stride as u32,
+            groups: spec.groups as u32,
+            t_in: t_in as u32,
+            ts: ts as u32,
+            tp: tp as u32,
+            has_bias: spec.b.is_some() as u32,
+            elu: elu as u32,
+            _pad: [0; 2],
+        };
+        let pb = self.params(spec.name, &p);
+        let b = spec.b.unwrap_or(&self.dummy).clone();
+        self.step(
+            &CONV_TRANSPOSE1D,
+            spec.name.to_string(),
+            &[spec.w, &b, &x.buf, &partial, &y.buf, &tail, &pb],
+            threads(spec.out_c * (ts + tp)),
+        );
+        if tp > 0 {
+            self.copy(&format!("{} carry", spec.name), &tail, &partial, spec.out_c * tp);
+        }
+        Ok(y)
+    }
+
+    /// `dst[..n] = src[..n]`.
+    pub fn copy(&mut self, label: &str, src: &wgpu::Buffer, dst: &wgpu::Buffer, n: usize) {
+        let pb = self.params(label, &Count4 { a: n as u32, ..Default::default() });
+        self.step(&COPY, label.to_string(), &[src, dst, &pb], threads(n));
+    }
+
+    /// `[rows, cols]` -> `[cols, rows]`.
+    pub fn transpose(&mut self, label: &str, x: &Tensor) -> Result<Tensor> {
+        let (r, c) = (x.shape[0], x.shape[1]);
+        let y = self.tensor(label, &[c, r])?;
+        let pb = self.params(label, &Count4 { a: r as u32, b: c as u32, ..Default::default() });
+        self.step(&TRANSPOSE, label.to_string(), &[&x.buf, &y.buf, &pb], threads(r * c));
+        Ok(y)
+    }
+
+    /// LayerNorm of each row of `x` `[rows, dim]` into `y` (same shape).
+    pub fn layer_norm(&mut self, label: &str, x: &Tensor, w: &wgpu::Buffer, b: &wgpu::Buffer, eps: f32, y: &Tensor) {
+        let (rows, dim) = (x.shape[0], x.shape[1]);
+        let pb = self.params(label, &LayerNormParams { dim: dim as u32, eps, _pad: [0; 2] });
+        self.step(&LAYER_NORM, label.to_string(), &[&x.buf, w, b, &y.buf, &pb], grid_for(rows));
+    }
+
+    /// A bias-free linear layer on `t` rows: `w` `[n, k]`, rows of `x` from element
+    /// `x_offset`, rows of `y` from `y_offset`, written as `out` says.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear(
+        &mut self,
+        label: &str,
+        w: &wgpu::Buffer,
+        (n, k): (usize, usize),
+        t: usize,
+        x: &wgpu::Buffer,
+        x_offset: usize,
+        y: &wgpu::Buffer,
+        y_offset: usize,
+        out: LinearOut<'_>,
+    ) {
+        let mut p = MatvecParams {
+            n: n as u32,
+            k: k as u32,
+            t: t as u32,
+            x_offset: x_offset as u32,
+            y_offset: y_offset as u32,
+            ..Default::default()
+        };
+        let scale = match out {
+            LinearOut::Store => self.dummy.clone(),
+            LinearOut::Gelu => {
+                p.gelu = 1;
+                self.dummy.clone()
+            }
+            LinearOut::Accumulate => {
+                p.accumulate = 1;
+                self.dummy.clone()
+            }
+            LinearOut::Residual(s) => {
+                p.residual = 1;
+                s.clone()
+            }
+        };
+        let pb = self.params(label, &p);
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb], grid_for(n * t));
+    }
+
+    /// Rotate the queries and keys of `qkv` `[t, 3 dim]` (positions `frame.pos + row`), push
+    /// keys and values into the rings, then attend: returns `[t, dim]`. The rings (and the
+    /// position ring) are this layer's streaming state, `spec.context` slots each.
+    pub fn rope_attention(&mut self, label: &str, spec: &TransformerSpec, qkv: &Tensor) -> Result<Tensor> {
+        let t = qkv.shape[0];
+        let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
+        if dim % heads != 0 || (dim / heads) % 2 != 0 || qkv.shape[1] != 3 * dim {
+            return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads cannot take {:?}", qkv.shape)));
+        }
+        let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
+        let k_ring = self.state(&format!("{label}.k_ring"), ring * dim)?;
+        let v_ring = self.state(&format!("{label}.v_ring"), ring * dim)?;
+        let pos_ring = self.pos_ring(&format!("{label}.pos_ring"), ring)?;
+        let hd = dim / heads;
+        let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
+        let p = RopeKvParams {
+            dim: dim as u32,
+            heads: heads as u32,
+            ring: ring as u32,
+            t: t as u32,
+            freq_coef,
+            _pad: [0; 3],
+        };
+        let pb = self.params(label, &p);
+        let frame = self.frame.clone();
+        self.step(
+            &ROPE_KV,
+            format!("{label} rope+kv"),
+            &[&qkv.buf, &q.buf, &k_ring, &v_ring, &pos_ring, &pb, &frame],
+            threads(t * dim / 2),
+        );
+        let scores = self.ctx.zeros(&format!("{label}.scores"), t * heads * ring)?;
+        let out = self.tensor(&format!("{label}.attn"), &[t, dim])?;
+        let p = AttentionParams {
+            dim: dim as u32,
+            heads: heads as u32,
+            ring: ring as u32,
+            t: t as u32,
+            context: spec.context as u32,
+            scale: (1.0 / (hd as f64).sqrt()) as f32,
+            _pad: [0; 2],
+        };
+        let pb = self.params(label, &p);
+        self.step(
+            &ATTENTION,
+            format!("{label} attention"),
+            &[&q.buf, &k_ring, &v_ring, &pos_ring, &scores, &out.buf, &pb, &frame],
+            [t as u32, heads as u32],
+        );
+        Ok(out)
+    }
+
+    /// One residual-VQ level: the nearest entry of level `level` of `codebook`
+    /// `[levels, bins, dim]` to `residual` `[dim]` goes to `codes[slot]`; with `subtract`
+    /// the entry is removed from the residual.
+    #[allow(clippy::too_many_arguments)]
+    pub fn vq_encode(
+        &mut self,
+        label: &str,
+        codebook: &wgpu::Buffer,
+        (level, bins, dim): (usize, usize, usize),
+        residual: &wgpu::Buffer,
+        codes: &wgpu::Buffer,
+        slot: usize,
+        subtract: bool,
+    ) {
+        let p = VqEncodeParams {
+            level: level as u32,
+            bins: bins as u32,
+            dim: dim as u32,
+            slot: slot as u32,
+            subtract: subtract as u32,
+            _pad: [0; 3],
+        };
+        let pb = self.params(label, &p);
+        self.step(&VQ_ENCODE, label.to_string(), &[codebook, residual, codes, &pb], [1, 1]);
+    }
+
+    /// `out[c] = sum_l codebook[l, codes[offset + l], c]` over `levels` levels.
+    pub fn vq_decode(
+        &mut self,
+        label: &str,
+        codebook: &wgpu::Buffer,
+        (levels, bins, dim): (usize, usize, usize),
+        codes: &wgpu::Buffer,
+        offset: usize,
+        out: &wgpu::Buffer,
+    ) {
+        let p = VqDecodeParams { levels: levels as u32, bins: bins as u32, dim: dim as u32, offset: offset as u32 };
+        let pb = self.params(label, &p);
+        self.step(&VQ_DECODE, label.to_string(), &[codebook, codes, out, &pb], threads(dim));
+    }
+}

@@ -1,0 +1,186 @@
+//! SEANet encoder and decoder (moshi.modules.seanet), causal and streaming.
+//!
+//! Encoder, per 80 ms frame: `[1, 1920]` samples -> `[dimension, 2]` (25 Hz steps).
+//! Decoder: `[dimension, 2]` -> `[1, 1920]`. Residual blocks use true skips; every conv but
+//! the first of each model is preceded by an ELU, applied here on load by the next layer.
+
+use super::config::SeanetConfig;
+use super::conv::{Conv1d, Conv1dState, ConvTr1d, ConvTr1dState};
+use crate::error::Result;
+use crate::gpu::{PlanBuilder, Tensor};
+use crate::weights::TensorStore;
+
+/// `SEANetResnetBlock`: x + conv2(elu(conv1(elu(x)))), conv1 `[dim -> dim / compress]`
+/// with the residual kernel, conv2 1x1 back to `dim` (`<name>.block.1`, `<name>.block.3`).
+pub struct ResBlock {
+    pub conv1: Conv1d,
+    pub conv2: Conv1d,
+}
+
+impl ResBlock {
+    fn load(store: &TensorStore<'_>, name: &str, dim: usize, dilation: usize, cfg: &SeanetConfig) -> Result<Self> {
+        let hidden = dim / cfg.compress;
+        Ok(Self {
+            conv1: Conv1d::load(store, &format!("{name}.block.1.conv.conv"), (dim, hidden, cfg.residual_kernel_size), 1, dilation, true, false)?,
+            conv2: Conv1d::load(store, &format!("{name}.block.3.conv.conv"), (hidden, dim, 1), 1, 1, true, false)?,
+        })
+    }
+    fn state(&self) -> [Conv1dState; 2] {
+        [self.conv1.state(), self.conv2.state()]
+    }
+    fn step(&self, st: &mut [Conv1dState; 2], x: &[f32]) -> Vec<f32> {
+        let h = self.conv1.step(&mut st[0], x, true);
+        let mut y = self.conv2.step(&mut st[1], &h, true);
+        for (a, b) in y.iter_mut().zip(x) {
+            *a += b;
+        }
+        y
+    }
+    fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
+        let h = self.conv1.plan(b, x, false, true, None)?;
+        self.conv2.plan(b, &h, false, true, Some(x))
+    }
+}
+
+/// `SEANetEncoder` (`encoder.model.*`).
+pub struct SeanetEncoder {
+    pub init: Conv1d,
+    /// Per ratio (reversed ratios): residual blocks, then the strided downsampling conv.
+    pub blocks: Vec<(Vec<ResBlock>, Conv1d)>,
+    pub last: Conv1d,
+}
+
+/// CPU streaming state of a [`SeanetEncoder`] or [`SeanetDecoder`].
+pub struct SeanetState {
+    convs: Vec<Conv1dState>,
+    res: Vec<[Conv1dState; 2]>,
+    convtrs: Vec<ConvTr1dState>,
+}
+
+impl SeanetEncoder {
+    pub fn load(store: &TensorStore<'_>, cfg: &SeanetConfig) -> Result<Self> {
+        let p = |i: usize| format!("encoder.model.{i}.conv.conv");
+        let init = Conv1d::load(store, &p(0), (cfg.channels, cfg.n_filters, cfg.kernel_size), 1, 1, true, false)?;
+        let mut blocks = Vec::new();
+        let (mut mult, mut idx) = (1, 1);
+        for &r in cfg.ratios.iter().rev() {
+            let dim = mult * cfg.n_filters;
+            let mut res = Vec::new();
+            for j in 0..cfg.n_residual_layers {
+                res.push(ResBlock::load(store, &format!("encoder.model.{idx}"), dim, cfg.dilation_base.pow(j as u32), cfg)?);
+                idx += 1;
+            }
+            let down = Conv1d::load(store, &p(idx + 1), (dim, 2 * dim, 2 * r), r, 1, true, false)?;
+            idx += 2;
+            mult *= 2;
+            blocks.push((res, down));
+        }
+        let last = Conv1d::load(store, &p(idx + 1), (mult * cfg.n_filters, cfg.dimension, cfg.last_kernel_size), 1, 1, true, false)?;
+        Ok(Self { init, blocks, last })
+    }
+
+    pub fn state(&self) -> SeanetState {
+        let mut convs = vec![self.init.state()];
+        let mut res = Vec::new();
+        for (rb, down) in &self.blocks {
+            res.extend(rb.iter().map(|r| r.state()));
+            convs.push(down.state());
+        }
+        convs.push(self.last.state());
+        SeanetState { convs, res, convtrs: Vec::new() }
+    }
+
+    /// CPU oracle: `[1, t]` samples -> `[dimension, t / hop]`.
+    pub fn step(&self, st: &mut SeanetState, pcm: &[f32]) -> Vec<f32> {
+        let mut y = self.init.step(&mut st.convs[0], pcm, false);
+        let (mut ci, mut ri) = (1, 0);
+        for (rb, down) in &self.blocks {
+            for r in rb {
+                y = r.step(&mut st.res[ri], &y);
+                ri += 1;
+            }
+            y = down.step(&mut st.convs[ci], &y, true);
+            ci += 1;
+        }
+        self.last.step(&mut st.convs[ci], &y, true)
+    }
+
+    /// GPU plan: `pcm` `[1, t]` -> `[dimension, t / hop]`.
+    pub fn plan(&self, b: &mut PlanBuilder<'_>, pcm: &Tensor) -> Result<Tensor> {
+        let mut y = self.init.plan(b, pcm, false, false, None)?;
+        for (rb, down) in &self.blocks {
+            for r in rb {
+                y = r.plan(b, &y)?;
+            }
+            y = down.plan(b, &y, false, true, None)?;
+        }
+        self.last.plan(b, &y, false, true, None)
+    }
+}
+
+/// `SEANetDecoder` (`decoder.model.*`).
+pub struct SeanetDecoder {
+    pub init: Conv1d,
+    /// Per ratio: the upsampling transposed conv, then residual blocks.
+    pub blocks: Vec<(ConvTr1d, Vec<ResBlock>)>,
+    pub last: Conv1d,
+}
+
+impl SeanetDecoder {
+    pub fn load(store: &TensorStore<'_>, cfg: &SeanetConfig) -> Result<Self> {
+        let mut mult = 1usize << cfg.ratios.len();
+        let init = Conv1d::load(store, "decoder.model.0.conv.conv", (cfg.dimension, mult * cfg.n_filters, cfg.kernel_size), 1, 1, true, false)?;
+        let mut blocks = Vec::new();
+        let mut idx = 1;
+        for &r in &cfg.ratios {
+            let (i, o) = (mult * cfg.n_filters, mult * cfg.n_filters / 2);
+            let up = ConvTr1d::load(store, &format!("decoder.model.{}.convtr.convtr", idx + 1), (i, o, 2 * r), r, 1, true)?;
+            idx += 2;
+            let mut res = Vec::new();
+            for j in 0..cfg.n_residual_layers {
+                res.push(ResBlock::load(store, &format!("decoder.model.{idx}"), o, cfg.dilation_base.pow(j as u32), cfg)?);
+                idx += 1;
+            }
+            mult /= 2;
+            blocks.push((up, res));
+        }
+        let last = Conv1d::load(store, &format!("decoder.model.{}.conv.conv", idx + 1), (cfg.n_filters, cfg.channels, cfg.last_kernel_size), 1, 1, true, false)?;
+        Ok(Self { init, blocks, last })
+    }
+
+    pub fn state(&self) -> SeanetState {
+        let mut res = Vec::new();
+        let mut convtrs = Vec::new();
+        for (up, rb) in &self.blocks {
+            convtrs.push(up.state());
+            res.extend(rb.iter().map(|r| r.state()));
+        }
+        SeanetState { convs: vec![self.init.state(), self.last.state()], res, convtrs }
+    }
+
+    /// CPU oracle: `[dimension, t]` -> `[1, t * hop]`.
+    pub fn step(&self, st: &mut SeanetState, x: &[f32]) -> Vec<f32> {
+        let mut y = self.init.step(&mut st.convs[0], x, false);
+        let mut ri = 0;
+        for (i, (up, rb)) in self.blocks.iter().enumerate() {
+            y = up.step(&mut st.convtrs[i], &y, true);
+            for r in rb {
+                y = r.step(&mut st.res[ri], &y);
+                ri += 1;
+            }
+        }
+        self.last.step(&mut st.convs[1], &y, true)
+    }
+
+    /// GPU plan: `x` `[t, dimension]` time-major (the transformer's layout) -> `[1, t * hop]`.
+    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
+        let mut y = self.init.plan(b, x, true, false, None)?;
+        for (up, rb) in &self.blocks {
+            y = up.plan(b, &y, true)?;
+            for r in rb {
+                y = r.plan(b, &y)?;
+            }
+        }
+        self.last.plan(b, &y, false, true, None)
+    }
+}

@@ -1,0 +1,139 @@
+//! Deterministic synthetic weights in the real checkpoint format.
+//!
+//! Every value comes from a seeded hash of the tensor's name and the element's index, so the
+//! same checkpoint can be produced in Rust and in Python (`tests/reference/gen_mimi.py`,
+//! whose README states the rules). The parity tests regenerate the reference's weights here,
+//! write them as a real safetensors file and load that file through the real loader; the
+//! offline demo runs on the same checkpoint.
+
+use safetensors::{tensor::TensorView, Dtype};
+
+use crate::error::{Error, Result};
+
+/// The seed of the committed reference outputs.
+pub const SEED: u64 = 20261129;
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+/// The hash stream of one tensor: `u(i)` uniform in [0, 1) on a 2^-24 grid.
+struct Stream {
+    key: u64,
+}
+
+impl Stream {
+    fn new(name: &str, seed: u64) -> Self {
+        Self { key: fnv1a64(name.as_bytes()) ^ seed }
+    }
+    fn u(&self, i: usize) -> f64 {
+        let mut z = self.key.wrapping_add((i as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^= z >> 31;
+        (z >> 40) as f64 / (1u64 << 24) as f64
+    }
+    fn s(&self, i: usize) -> f64 {
+        2.0 * self.u(i) - 1.0
+    }
+}
+
+/// Per-level codebook statistics: `mu` (`dim` values) then `sigma`, one row per level,
+/// as stored in `tests/golden/mimi_codebook_stats.npy` (`[levels, dim + 1]`).
+pub struct CodebookStats {
+    pub dim: usize,
+    pub rows: Vec<f32>,
+}
+
+impl CodebookStats {
+    /// Zero mean and unit spread at every level (for checkpoints with no reference clip).
+    pub fn unit(levels: usize, dim: usize) -> Self {
+        let mut rows = vec![0f32; levels * (dim + 1)];
+        for l in 0..levels {
+            rows[l * (dim + 1) + dim] = 1.0;
+        }
+        Self { dim, rows }
+    }
+    fn level(&self, l: usize) -> Result<(&[f32], f32)> {
+        let r = self.rows.get(l * (self.dim + 1)..(l + 1) * (self.dim + 1)).ok_or_else(|| {
+            Error::Input(format!("codebook statistics have no row for level {l}"))
+        })?;
+        Ok((&r[..self.dim], r[self.dim]))
+    }
+}
+
+fn codebook_level(name: &str) -> Option<usize> {
+    let rest = name.strip_prefix("quantizer.rvq_")?;
+    let (which, rest) = rest.split_once(".vq.layers.")?;
+    let j: usize = rest.split('.').next()?.parse().ok()?;
+    match which {
+        "first" => Some(0),
+        "rest" => Some(1 + j),
+        _ => None,
+    }
+}
+
+fn usage(stream: &Stream, i: usize) -> f32 {
+    ((4.0 * stream.u(i)).floor() - 1.0).exp2() as f32
+}
+
+/// The values of tensor `name` of `shape`, by the rules of `tests/reference/README.md`.
+pub fn tensor_values(name: &str, shape: &[usize], seed: u64, stats: &CodebookStats) -> Result<Vec<f32>> {
+    let n: usize = shape.iter().product();
+    let st = Stream::new(name, seed);
+    let ends = |suffixes: &[&str]| suffixes.iter().any(|s| name.ends_with(s));
+    let v: Vec<f32> = if name.ends_with("._codebook._initialized") {
+        vec![1.0; n]
+    } else if name.ends_with("._codebook.cluster_usage") {
+        (0..n).map(|i| usage(&st, i)).collect()
+    } else if name.ends_with("._codebook.embedding_sum") {
+        let level = codebook_level(name).ok_or_else(|| Error::Input(format!("no codebook level in `{name}`")))?;
+        let (mu, sigma) = stats.level(level)?;
+        let dim = shape[1];
+        if dim != stats.dim {
+            return Err(Error::Input(format!("codebook statistics have dim {}, `{name}` has {dim}", stats.dim)));
+        }
+        let us = Stream::new(&format!("{}.cluster_usage", name.trim_end_matches(".embedding_sum")), seed);
+        let sqrt3 = 3f64.sqrt();
+        (0..n)
+            .map(|i| {
+                let (b, c) = (i / dim, i % dim);
+                let e = (mu[c] as f64 + sigma as f64 * (st.s(i) * sqrt3)) as f32;
+                e * usage(&us, b)
+            })
+            .collect()
+    } else if ends(&["norm1.weight", "norm2.weight"]) {
+        (0..n).map(|i| (1.0 + 0.1 * st.s(i)) as f32).collect()
+    } else if ends(&["norm1.bias", "norm2.bias"]) || name.ends_with(".bias") {
+        (0..n).map(|i| (0.1 * st.s(i)) as f32).collect()
+    } else if ends(&["layer_scale_1.scale", "layer_scale_2.scale"]) {
+        (0..n).map(|i| (0.1 * (1.0 + 0.5 * st.s(i))) as f32).collect()
+    } else if shape.len() >= 2 {
+        let fan: usize = shape[1..].iter().product();
+        let g = (3.0 / fan as f64).sqrt();
+        (0..n).map(|i| (st.s(i) * g) as f32).collect()
+    } else {
+        return Err(Error::Input(format!("no synthetic rule for tensor `{name}` {shape:?}")));
+    };
+    Ok(v)
+}
+
+/// A complete safetensors checkpoint (f32) holding `specs`, valued by [`tensor_values`].
+pub fn checkpoint(specs: &[(String, Vec<usize>)], seed: u64, stats: &CodebookStats) -> Result<Vec<u8>> {
+    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(specs.len());
+    for (name, shape) in specs {
+        let v = tensor_values(name, shape, seed, stats)?;
+        data.push((name.clone(), shape.clone(), bytemuck::cast_slice(&v).to_vec()));
+    }
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, s, b)| {
+            TensorView::new(Dtype::F32, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| Error::Checkpoint(e.to_string()))
+        })
+        .collect::<Result<_>>()?;
+    safetensors::serialize(views, None).map_err(|e| Error::Checkpoint(e.to_string()))
+}
