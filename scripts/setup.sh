@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything the build, the demo and the tests need, on a Debian machine; safe to
+# run again (it skips what is there). Pinned tools: wasm-pack and wasm-bindgen-cli at the
+# versions the crate locks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WASM_PACK_VERSION=0.15.1
+# wasm-bindgen-cli must match the crate's wasm-bindgen (Cargo.lock).
+WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
+
+export PATH="$HOME/.cargo/bin:$PATH"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# Debian packages: Vulkan on the CPU (Mesa's lavapipe) for the native GPU tests; Chromium and
+# its driver for the browser tests (WebGPU on SwiftShader); binaryen's wasm-opt for wasm-pack;
+# sox and the ALSA sample recordings for audio.
+APT_PKGS="mesa-vulkan-drivers libvulkan1 chromium chromium-driver binaryen sox alsa-utils"
+missing=""
+for p in $APT_PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+rustup target list --installed 2>/dev/null | grep -q wasm32-unknown-unknown \
+  || rustup target add wasm32-unknown-unknown
+
+if ! wasm-pack --version 2>/dev/null | grep -q "$WASM_PACK_VERSION"; then
+  echo "setup: installing wasm-pack $WASM_PACK_VERSION"
+  cargo install --quiet wasm-pack --version "$WASM_PACK_VERSION" --locked
+fi
+if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
+  echo "setup: installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+  cargo install --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
+fi
