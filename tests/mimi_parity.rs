@@ -12,16 +12,24 @@ use common::*;
 use inferencelayer::{GpuContext, Mimi, MimiConfig, MimiCpu, MimiWeights};
 use sha2::{Digest, Sha256};
 
+/// The checkpoint as a file on disk, written once per test process.
+fn checkpoint_file() -> &'static std::path::Path {
+    static P: OnceLock<std::path::PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!("mimi-synthetic-{}.safetensors", std::process::id()));
+        std::fs::write(&path, checkpoint_bytes()).expect("write checkpoint");
+        path
+    })
+}
+
+fn load(codebooks: usize) -> MimiWeights {
+    let bytes = std::fs::read(checkpoint_file()).expect("read checkpoint");
+    MimiWeights::from_safetensors(&MimiConfig::with_codebooks(codebooks).unwrap(), &bytes).expect("load checkpoint")
+}
+
 fn weights() -> &'static MimiWeights {
     static W: OnceLock<MimiWeights> = OnceLock::new();
-    W.get_or_init(|| {
-        let bytes = checkpoint_bytes();
-        let path = std::env::temp_dir().join(format!("mimi-synthetic-{}.safetensors", std::process::id()));
-        std::fs::write(&path, &bytes).expect("write checkpoint");
-        let read = std::fs::read(&path).expect("read checkpoint");
-        let _ = std::fs::remove_file(&path);
-        MimiWeights::from_safetensors(&MimiConfig::default(), &read).expect("load checkpoint")
-    })
+    W.get_or_init(|| load(8))
 }
 
 #[test]
@@ -98,4 +106,36 @@ fn cpu_oracle_matches_the_reference() {
     let snr = snr_db(&pcm, &g.decoded);
     eprintln!("CPU decode SNR vs reference: {snr:.1} dB");
     assert!(snr >= 40.0, "decode SNR {snr:.1} dB < 40 dB");
+}
+
+/// Any codebook count up to 32: RVQ levels are nested, so the first 8 of 32 codes are the
+/// 8-codebook codes; the GPU plan agrees with the CPU oracle on all 32; 1 codebook works.
+#[test]
+fn codebook_counts_from_1_to_32() {
+    pollster::block_on(async {
+        let g = golden();
+        let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
+        for n in [32usize, 1] {
+            let w = load(n);
+            let mut gpu = Mimi::new(ctx.clone(), &w).await.expect("plans");
+            let mut cpu = MimiCpu::new(&w);
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for frame in g.pcm.chunks_exact(1920).take(6) {
+                got.push(gpu.encode_frame(frame).await.unwrap());
+                want.push(cpu.encode_frame(frame).unwrap());
+            }
+            assert_eq!(got[0].len(), n);
+            let agreement = code_gate(&got, &want);
+            eprintln!("{n} codebooks, GPU vs CPU oracle: {agreement:?}");
+            assert!(agreement.is_ok());
+            for (f, codes) in got.iter().enumerate() {
+                let k = n.min(8);
+                assert_eq!(&codes[..k], &g.codes[f][..k], "frame {f}: the first {k} codes must be the 8-codebook codes");
+            }
+            let pcm = gpu.decode_frame(0, &got[0]).await.unwrap();
+            let reference = cpu.decode_frame(0, &want[0]).unwrap();
+            let snr = snr_db(&pcm, &reference);
+            assert!(snr >= 40.0, "{n} codebooks: decode SNR {snr:.1} dB");
+        }
+    });
 }
