@@ -1,6 +1,7 @@
 //! Every kernel in `shaders/` parses and validates with naga (the native WGSL front end;
 //! the browser tests cover Tint), and its `@group(0)` bindings are exactly the kernel
 //! table's, in order and access mode.
+#![cfg(not(target_arch = "wasm32"))]
 
 use inferencelayer::gpu::{Binding, KERNELS};
 use naga::{AddressSpace, StorageAccess};

@@ -2,6 +2,7 @@
 //! whatever adapter wgpu finds (Mesa's lavapipe where there is no GPU) and the CPU oracle,
 //! both on the reference's own synthetic weights regenerated from the seed, written as a
 //! safetensors file and loaded through the real loader.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
