@@ -1,6 +1,7 @@
 //! Bad input of every kind gets a typed error naming the tensor, field or file, never a panic:
 //! broken checkpoints (built from the reference's synthetic one), configs, WAV and codes
 //! files, and wrong frames and codes given to the GPU codec, which keeps working afterwards.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! reference's codes, decode them and compare with the reference's audio, round-trip a
 //! 48 kHz stereo WAV, refuse bad input with `error: ...` and status 1. Also the file formats
 //! the binary reads and writes (`inferencelayer::audio`).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -83,10 +83,12 @@ impl GpuContext {
     /// the next readback, where wgpu would otherwise panic (native) or only log (web).
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
         let a = adapter.limits();
-        let mut limits = wgpu::Limits::default();
-        limits.max_storage_buffer_binding_size = a.max_storage_buffer_binding_size;
-        limits.max_buffer_size = a.max_buffer_size;
-        limits.max_storage_buffers_per_shader_stage = a.max_storage_buffers_per_shader_stage.max(8);
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: a.max_storage_buffer_binding_size,
+            max_buffer_size: a.max_buffer_size,
+            max_storage_buffers_per_shader_stage: a.max_storage_buffers_per_shader_stage.max(8),
+            ..Default::default()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("inferencelayer"),
@@ -101,7 +103,7 @@ impl GpuContext {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),
             device_type: format!("{:?}", ai.device_type),
-            max_storage_binding: limits.max_storage_buffer_binding_size as u64,
+            max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
         };

@@ -56,11 +56,7 @@ impl MimiWeights {
             encoder_transformer: Transformer::load(store, "encoder_transformer", &config.transformer)?,
             downsample: Conv1d::load(store, "downsample.conv.conv.conv", (d, d, 2 * st), st, 1, false, true)?,
             quantizer: SplitRvq::load(store, &config.quantizer, config.num_codebooks)?,
-            upsample: {
-                let mut u = ConvTr1d::load(store, "upsample.convtr.convtr.convtr", (d, d, 2 * st), st, d, false)?;
-                u.groups = d;
-                u
-            },
+            upsample: ConvTr1d::load(store, "upsample.convtr.convtr.convtr", (d, d, 2 * st), st, d, false)?,
             decoder_transformer: Transformer::load(store, "decoder_transformer", &config.transformer)?,
             decoder: SeanetDecoder::load(store, &config.seanet)?,
         })

@@ -58,9 +58,9 @@ pub fn code_gate(got: &[Vec<u32>], want: &[Vec<u32>]) -> Result<String, String> 
     }
     let (mut equal, mut total, mut first_bad) = (0usize, 0usize, Vec::new());
     for (f, (g, w)) in got.iter().zip(want).enumerate() {
-        for k in 0..w.len() {
+        for (k, want_code) in w.iter().enumerate() {
             total += 1;
-            if g.get(k) == Some(&w[k]) {
+            if g.get(k) == Some(want_code) {
                 equal += 1;
             } else if k == 0 {
                 first_bad.push(f);

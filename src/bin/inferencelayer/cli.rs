@@ -23,9 +23,9 @@ use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
 /// drawn from them give varying codes on speech.
-const CODEBOOK_STATS_NPY: &[u8] = include_bytes!("../../tests/golden/mimi_codebook_stats.npy");
+const CODEBOOK_STATS_NPY: &[u8] = include_bytes!("../../../tests/golden/mimi_codebook_stats.npy");
 /// The benchmark's test signal: 2.96 s of speech, 24 kHz mono 16-bit.
-const BENCH_WAV: &[u8] = include_bytes!("../../tests/golden/mimi_input.wav");
+const BENCH_WAV: &[u8] = include_bytes!("../../../tests/golden/mimi_input.wav");
 
 #[derive(Parser)]
 #[command(name = "inferencelayer", version, about = "Kyutai's Mimi audio codec on WebGPU")]
@@ -336,7 +336,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match pollster::block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
