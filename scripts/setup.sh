@@ -36,5 +36,6 @@ if ! wasm-pack --version 2>/dev/null | grep -q "$WASM_PACK_VERSION"; then
 fi
 if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
   echo "setup: installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-  cargo install --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
+  # Not --locked: its lock file pins a webpki-roots release the registry may not serve.
+  cargo install --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 fi
