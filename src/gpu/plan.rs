@@ -51,10 +51,8 @@ impl Plan {
     /// Record every step into `pass`, in order. wgpu orders the dispatches of one pass and
     /// makes each one's writes visible to the next.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        for s in &self.steps {
-            pass.set_pipeline(&s.pipeline.pipeline);
-            pass.set_bind_group(0, &s.bind_group, &[]);
-            pass.dispatch_workgroups(s.grid[0], s.grid[1], 1);
+        for i in 0..self.steps.len() {
+            self.record_step(i, pass);
         }
     }
 

@@ -109,12 +109,7 @@ impl Conv1d {
     /// GPU: upload the weights and append this conv to the plan (see
     /// [`PlanBuilder::conv1d`]).
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, time_major: bool, elu: bool, residual: Option<&Tensor>) -> Result<Tensor> {
-        let ctx = b.ctx();
-        let w = ctx.storage_f32(&format!("{}.weight", self.name), &self.w)?;
-        let bias = match &self.b {
-            Some(v) => Some(ctx.storage_f32(&format!("{}.bias", self.name), v)?),
-            None => None,
-        };
+        let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
         let spec = ConvSpec {
             name: &self.name,
             w: &w,
@@ -216,12 +211,7 @@ impl ConvTr1d {
 
     /// GPU: upload the weights and append this transposed conv to the plan.
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool) -> Result<Tensor> {
-        let ctx = b.ctx();
-        let w = ctx.storage_f32(&format!("{}.weight", self.name), &self.w)?;
-        let bias = match &self.b {
-            Some(v) => Some(ctx.storage_f32(&format!("{}.bias", self.name), v)?),
-            None => None,
-        };
+        let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
         let spec = ConvTrSpec {
             name: &self.name,
             w: &w,
@@ -234,6 +224,14 @@ impl ConvTr1d {
         };
         b.conv_transpose1d(&spec, x, elu)
     }
+}
+
+/// Upload a layer's weight and optional bias as `<name>.weight` and `<name>.bias`.
+fn upload(b: &PlanBuilder<'_>, name: &str, w: &[f32], bias: Option<&[f32]>) -> Result<(wgpu::Buffer, Option<wgpu::Buffer>)> {
+    let ctx = b.ctx();
+    let w = ctx.storage_f32(&format!("{name}.weight"), w)?;
+    let bias = bias.map(|v| ctx.storage_f32(&format!("{name}.bias"), v)).transpose()?;
+    Ok((w, bias))
 }
 
 /// ELU with alpha 1 (torch.nn.ELU).
