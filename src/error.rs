@@ -45,6 +45,23 @@ pub enum Error {
     /// A file could not be read or written, or has the wrong format.
     #[error("{path}: {why}")]
     File { path: String, why: String },
+    /// A streamed checkpoint (`format` is `safetensors` or `GGUF`) is malformed or ended
+    /// early: `offset` is the byte of the file where the problem lies, `tensor` the tensor
+    /// it belongs to, where there is one.
+    #[error("{format} stream, byte {offset}{}: {why}", tensor_note(.tensor))]
+    Stream { format: &'static str, offset: u64, tensor: Option<String>, why: String },
+    /// A tensor cannot be stored as Q8_0 (row length not a multiple of 32, a value that is
+    /// not finite or too large for an f16 block scale).
+    #[error("tensor `{name}` cannot be stored as Q8_0: {why}")]
+    Quant { name: String, why: String },
+    /// A GGUF tensor whose ggml type the loader does not read (it reads F32, F16, BF16 and
+    /// Q8_0).
+    #[error("tensor `{name}` has ggml type {type_name} (id {type_id}); the loader reads F32, F16, BF16 and Q8_0")]
+    GgufType { name: String, type_id: u32, type_name: String },
+}
+
+fn tensor_note(tensor: &Option<String>) -> String {
+    tensor.as_ref().map(|t| format!(" (tensor `{t}`)")).unwrap_or_default()
 }
 
 impl Error {

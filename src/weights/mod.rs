@@ -1,6 +1,7 @@
 //! Weight readers: a checkpoint's tensors by name, checked against the shapes the model
 //! expects, and the seeded synthetic checkpoints used offline and in tests.
 
+pub mod q8;
 pub mod synthetic;
 
 use safetensors::{Dtype, SafeTensors};
