@@ -7,7 +7,8 @@
 //   v_ring   : [ring, dim]
 //   pos_ring : [ring]         absolute position held by each slot, 0xffffffff when empty
 //
-// Position of row r: frame.pos + r. One thread per (row, head, pair).
+// Position of row r: frame.pos + r. One thread per (row, head, pair). With p.rope == 0 the
+// keys and queries are pushed unrotated (Moshi's depformer has no positional embedding).
 // rotation: (a, b) -> (a cos - b sin, a sin + b cos), angle = pos * exp(j * p.freq_coef),
 // freq_coef = -ln(max_period) * 2 / hd (computed on the CPU in f64, as the reference's
 // Python float, then rounded to f32).
@@ -18,7 +19,7 @@ struct Params {
     ring: u32,
     t: u32,
     freq_coef: f32,
-    _pad0: u32,
+    rope: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -54,8 +55,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let slot = pos % p.ring;
     let freq = exp(f32(j) * p.freq_coef);
     let angle = freq * f32(pos);
-    let cs = cos(angle);
-    let sn = sin(angle);
+    var cs = cos(angle);
+    var sn = sin(angle);
+    if (p.rope == 0u) {
+        cs = 1.0;
+        sn = 0.0;
+    }
     let col = h * hd + 2u * j;
     let src = r * 3u * p.dim + col;
     let qa = qkv[src];

@@ -7,11 +7,13 @@
 //! - [`weights`]: checkpoint readers and seeded synthetic checkpoints;
 //! - [`mimi`]: the codec, one module per concept (SEANet, transformer, quantization), as
 //!   GPU plans and as the CPU oracle;
+//! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool.
 
 pub mod error;
 pub mod gpu;
 pub mod mimi;
+pub mod moshi;
 pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -51,11 +51,16 @@ kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
 kernel!(VQ_ENCODE, "vq_encode", [R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
+kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, RW, U]);
+kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
+kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
+kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
+kernel!(SAMPLE, "sample", [R, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV_PREP, CONV1D, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, VQ_ENCODE, VQ_DECODE,
+    ROPE_KV, ATTENTION, VQ_ENCODE, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -164,7 +169,8 @@ pub(crate) struct RopeKvParams {
     pub ring: u32,
     pub t: u32,
     pub freq_coef: f32,
-    pub _pad: [u32; 3],
+    pub rope: u32,
+    pub _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -199,6 +205,43 @@ pub(crate) struct VqDecodeParams {
     pub offset: u32,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Q8MatvecParams {
+    pub n: u32,
+    pub k: u32,
+    pub t: u32,
+    pub mode: u32,
+    pub x_offset: u32,
+    pub y_offset: u32,
+    pub y_stride: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct EmbedSumParams {
+    pub tables: u32,
+    pub rows: u32,
+    pub dim: u32,
+    pub slot: u32,
+    pub accumulate: u32,
+    pub _pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct SampleParams {
+    pub n: u32,
+    pub top_k: u32,
+    pub offset: u32,
+    pub slot: u32,
+    pub greedy: u32,
+    pub inv_temp: f32,
+    pub seed: u32,
+    pub stream: u32,
+}
+
 // Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
 const _: () = {
     assert!(std::mem::size_of::<FrameParams>() == 16);
@@ -213,4 +256,7 @@ const _: () = {
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
+    assert!(std::mem::size_of::<Q8MatvecParams>() == 32);
+    assert!(std::mem::size_of::<EmbedSumParams>() == 32);
+    assert!(std::mem::size_of::<SampleParams>() == 32);
 };

@@ -148,6 +148,8 @@ pub struct TransformerSpec {
     /// Attention window in steps; also the KV ring capacity, as the reference's RingKVCache.
     pub context: usize,
     pub max_period: f64,
+    /// Rotary embedding on queries and keys (off for Moshi's depformer).
+    pub rope: bool,
 }
 
 /// How [`PlanBuilder::linear`] writes its result.
@@ -443,15 +445,39 @@ impl<'a> PlanBuilder<'a> {
     /// keys and values into the rings, then attend: returns `[t, dim]`. The rings (and the
     /// position ring) are this layer's streaming state, `spec.context` slots each.
     pub fn rope_attention(&mut self, label: &str, spec: &TransformerSpec, qkv: &Tensor) -> Result<Tensor> {
+        let frame = self.frame.clone();
+        let state = self.attention_state(label, spec)?;
+        self.rope_attention_at(label, spec, qkv, &frame, &state)
+    }
+
+    /// The KV ring, value ring and position ring of one attention layer (`context` slots).
+    pub fn attention_state(&mut self, label: &str, spec: &TransformerSpec) -> Result<[wgpu::Buffer; 3]> {
+        let (dim, ring) = (spec.dim, spec.context);
+        Ok([
+            self.state(&format!("{label}.k_ring"), ring * dim)?,
+            self.state(&format!("{label}.v_ring"), ring * dim)?,
+            self.pos_ring(&format!("{label}.pos_ring"), ring)?,
+        ])
+    }
+
+    /// [`Self::rope_attention`] with an explicit position uniform (`frame`, a
+    /// [`FrameParams`]) and explicit rings (from [`Self::attention_state`]): the depformer
+    /// runs its steps at fixed positions over rings shared by the steps of a frame.
+    pub fn rope_attention_at(
+        &mut self,
+        label: &str,
+        spec: &TransformerSpec,
+        qkv: &Tensor,
+        frame: &wgpu::Buffer,
+        rings: &[wgpu::Buffer; 3],
+    ) -> Result<Tensor> {
         let t = qkv.shape[0];
         let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
         if dim % heads != 0 || (dim / heads) % 2 != 0 || qkv.shape[1] != 3 * dim {
             return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads cannot take {:?}", qkv.shape)));
         }
         let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
-        let k_ring = self.state(&format!("{label}.k_ring"), ring * dim)?;
-        let v_ring = self.state(&format!("{label}.v_ring"), ring * dim)?;
-        let pos_ring = self.pos_ring(&format!("{label}.pos_ring"), ring)?;
+        let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
         let p = RopeKvParams {
@@ -460,14 +486,14 @@ impl<'a> PlanBuilder<'a> {
             ring: ring as u32,
             t: t as u32,
             freq_coef,
-            _pad: [0; 3],
+            rope: spec.rope as u32,
+            _pad: [0; 2],
         };
         let pb = self.params(label, &p);
-        let frame = self.frame.clone();
         self.step(
             &ROPE_KV,
             format!("{label} rope+kv"),
-            &[&qkv.buf, &q.buf, &k_ring, &v_ring, &pos_ring, &pb, &frame],
+            &[&qkv.buf, &q.buf, k_ring, v_ring, pos_ring, &pb, frame],
             threads(t * dim / 2),
         );
         let scores = self.ctx.zeros(&format!("{label}.scores"), t * heads * ring)?;
@@ -485,7 +511,7 @@ impl<'a> PlanBuilder<'a> {
         self.step(
             &ATTENTION,
             format!("{label} attention"),
-            &[&q.buf, &k_ring, &v_ring, &pos_ring, &scores, &out.buf, &pb, &frame],
+            &[&q.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
             [t as u32, heads as u32],
         );
         Ok(out)
@@ -530,5 +556,107 @@ impl<'a> PlanBuilder<'a> {
         let p = VqDecodeParams { levels: levels as u32, bins: bins as u32, dim: dim as u32, offset: offset as u32 };
         let pb = self.params(label, &p);
         self.step(&VQ_DECODE, label.to_string(), &[codebook, codes, out, &pb], threads(dim));
+    }
+
+    /// A bias-free linear layer with Q8_0 weights (`quants`, `scales` in the layout of
+    /// `shaders/q8_matvec.wgsl`): `y[r, i] (+)= sum_j W[i, j] x[r, j]` for `t` rows, rows of
+    /// `x` from `x_offset`, of `y` from `y_offset` with stride `y_stride` (the full output
+    /// width, when `W` is one row-part of a larger matrix).
+    #[allow(clippy::too_many_arguments)]
+    pub fn q8_linear(
+        &mut self,
+        label: &str,
+        (quants, scales): (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        t: usize,
+        (x, x_offset): (&wgpu::Buffer, usize),
+        (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        if k % 32 != 0 {
+            return Err(Error::config(label, format!("Q8_0 rows must be a multiple of 32 wide, got {k}")));
+        }
+        let p = Q8MatvecParams {
+            n: n as u32,
+            k: k as u32,
+            t: t as u32,
+            mode: accumulate as u32,
+            x_offset: x_offset as u32,
+            y_offset: y_offset as u32,
+            y_stride: y_stride as u32,
+            _pad: 0,
+        };
+        let pb = self.params(label, &p);
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, y, &pb], grid_for(n * t));
+        Ok(())
+    }
+
+    /// RMSNorm of each row of `x` `[rows, dim]` into `y`.
+    pub fn rms_norm(&mut self, label: &str, x: &Tensor, alpha: &wgpu::Buffer, eps: f32, y: &Tensor) {
+        let (rows, dim) = (x.shape[0], x.shape[1]);
+        let pb = self.params(label, &LayerNormParams { dim: dim as u32, eps, _pad: [0; 2] });
+        self.step(&RMS_NORM, label.to_string(), &[&x.buf, alpha, &y.buf, &pb], grid_for(rows));
+    }
+
+    /// `h = silu(a[:, :hidden]) * a[:, hidden:]`, `a` `[t, 2 hidden]` -> `h` `[t, hidden]`.
+    pub fn silu_gate(&mut self, label: &str, a: &Tensor, h: &Tensor) {
+        let (t, hidden) = (h.shape[0], h.shape[1]);
+        let pb = self.params(label, &Count4 { a: hidden as u32, b: t as u32, ..Default::default() });
+        self.step(&SILU_GATE, label.to_string(), &[&a.buf, &h.buf, &pb], threads(t * hidden));
+    }
+
+    /// `out (+)= sum_l table[l, tokens[slot + l]]` over `tables` tables of `rows` rows of
+    /// width `dim` (negative tokens add nothing).
+    #[allow(clippy::too_many_arguments)]
+    pub fn embed_sum(
+        &mut self,
+        label: &str,
+        table: &wgpu::Buffer,
+        (tables, rows, dim): (usize, usize, usize),
+        tokens: &wgpu::Buffer,
+        slot: usize,
+        out: &wgpu::Buffer,
+        accumulate: bool,
+    ) {
+        let p = EmbedSumParams {
+            tables: tables as u32,
+            rows: rows as u32,
+            dim: dim as u32,
+            slot: slot as u32,
+            accumulate: accumulate as u32,
+            _pad: [0; 3],
+        };
+        let pb = self.params(label, &p);
+        self.step(&EMBED_SUM, label.to_string(), &[table, tokens, out, &pb], threads(dim));
+    }
+
+    /// Draw a token from `n` logits at `offset` of `logits` into `tokens[slot]`: greedy
+    /// when `temperature` is 0, else Gumbel-max over the `top_k` largest at `temperature`,
+    /// its noise hashed from (`seed`, the frame uniform's `pos`, `stream`, index).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample(
+        &mut self,
+        label: &str,
+        (logits, offset, n): (&wgpu::Buffer, usize, usize),
+        tokens: &wgpu::Buffer,
+        slot: usize,
+        (temperature, top_k): (f32, usize),
+        seed: u32,
+        stream: u32,
+    ) {
+        let greedy = temperature <= 0.0;
+        let p = SampleParams {
+            n: n as u32,
+            top_k: top_k as u32,
+            offset: offset as u32,
+            slot: slot as u32,
+            greedy: greedy as u32,
+            inv_temp: if greedy { 0.0 } else { 1.0 / temperature },
+            seed,
+            stream,
+        };
+        let pb = self.params(label, &p);
+        let frame = self.frame.clone();
+        self.step(&SAMPLE, label.to_string(), &[logits, tokens, &pb, &frame], [1, 1]);
     }
 }

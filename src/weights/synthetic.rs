@@ -122,11 +122,43 @@ pub fn tensor_values(name: &str, shape: &[usize], seed: u64, stats: &CodebookSta
     Ok(v)
 }
 
+/// The values of Moshi LM tensor `name` (released naming) by the rules of
+/// `tests/reference/MOSHI.md`: RMSNorm gains `1 + 0.1 s`, embeddings `s`, every linear
+/// `s * sqrt(3 / fan)` made exactly representable in Q8_0 (quantized, then dequantized).
+pub fn lm_tensor_values(name: &str, shape: &[usize], seed: u64) -> Result<Vec<f32>> {
+    let n: usize = shape.iter().product();
+    let st = Stream::new(name, seed);
+    let is_emb = ["emb.", "text_emb.", "depformer_emb.", "depformer_text_emb."].iter().any(|p| name.starts_with(p));
+    if name.ends_with(".alpha") {
+        return Ok((0..n).map(|i| (1.0 + 0.1 * st.s(i)) as f32).collect());
+    }
+    if is_emb {
+        return Ok((0..n).map(|i| st.s(i) as f32).collect());
+    }
+    if shape.len() != 2 {
+        return Err(Error::Input(format!("no synthetic rule for tensor `{name}` {shape:?}")));
+    }
+    let g = (3.0 / shape[1] as f64).sqrt();
+    let w: Vec<f32> = (0..n).map(|i| (st.s(i) * g) as f32).collect();
+    let q = crate::weights::q8::Q8Tensor::from_f32(name, shape[0], shape[1], &w)?;
+    Ok(q.dequantize())
+}
+
 /// A complete safetensors checkpoint (f32) holding `specs`, valued by [`tensor_values`].
 pub fn checkpoint(specs: &[(String, Vec<usize>)], seed: u64, stats: &CodebookStats) -> Result<Vec<u8>> {
+    write_checkpoint(specs, |name, shape| tensor_values(name, shape, seed, stats))
+}
+
+/// A complete Moshi LM safetensors checkpoint (f32, released naming), valued by
+/// [`lm_tensor_values`].
+pub fn lm_checkpoint(specs: &[(String, Vec<usize>)], seed: u64) -> Result<Vec<u8>> {
+    write_checkpoint(specs, |name, shape| lm_tensor_values(name, shape, seed))
+}
+
+fn write_checkpoint(specs: &[(String, Vec<usize>)], values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> Result<Vec<u8>> {
     let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(specs.len());
     for (name, shape) in specs {
-        let v = tensor_values(name, shape, seed, stats)?;
+        let v = values(name, shape)?;
         data.push((name.clone(), shape.clone(), bytemuck::cast_slice(&v).to_vec()));
     }
     let views: Vec<(String, TensorView<'_>)> = data

@@ -3,6 +3,8 @@
 //! checkpoint regenerated from the same seed, and the parity gates.
 #![allow(dead_code)]
 
+pub mod moshi;
+
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::MimiConfig;
 

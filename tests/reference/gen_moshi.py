@@ -106,7 +106,9 @@ def q8_0_roundtrip(x: np.ndarray) -> np.ndarray:
     # roundf: floor(|v| + 0.5) with the sum done in f64, where it is exact (in f32 it is not:
     # 0.49999997f + 0.5f rounds up to 1.0f).
     q = np.sign(v) * np.floor(np.abs(v).astype(np.float64) + 0.5)
-    q = np.clip(q, -127.0, 127.0).astype(np.float32)
+    # + 0.0 turns -0.0 (np.sign of a small negative times 0) into +0.0: ggml's q is an
+    # integer, so a zero quant dequantizes to +0.0.
+    q = np.clip(q, -127.0, 127.0).astype(np.float32) + np.float32(0.0)
     d16 = d.astype(np.float16).astype(np.float32)
     assert np.array_equal(d16, torch.from_numpy(d).half().float().numpy()), "f16 rounding differs"
     out = q * d16[..., None]

@@ -1,0 +1,42 @@
+// Sum of embedding rows chosen by tokens (moshi.models.lm_utils ScaledEmbedding, whose
+// token -1 gives a zero row): out[c] (+)= sum_l table[l, tokens[p.slot + l], c] over
+// p.tables tables of p.rows rows each, skipping negative tokens.
+//
+//   table  : [tables, rows, dim] f32   tokens : [slots] i32   out : [dim] f32
+//
+// p.accumulate == 1 adds onto `out` (a depformer input already holding its projection).
+
+struct Params {
+    tables: u32,
+    rows: u32,
+    dim: u32,
+    slot: u32,
+    accumulate: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> table: array<f32>;
+@group(0) @binding(1) var<storage, read> tokens: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.dim) {
+        return;
+    }
+    var acc = 0.0;
+    if (p.accumulate == 1u) {
+        acc = out[c];
+    }
+    for (var l = 0u; l < p.tables; l++) {
+        let tok = tokens[p.slot + l];
+        if (tok >= 0 && u32(tok) < p.rows) {
+            acc += table[(l * p.rows + u32(tok)) * p.dim + c];
+        }
+    }
+    out[c] = acc;
+}

@@ -1,0 +1,288 @@
+//! Moshi's language model (moshi.models.lm `LMModel`): the temporal transformer over the
+//! summed stream embeddings, the text head, and the depformer that emits `dep_q` audio
+//! tokens per frame, each step fed the token chosen by the step before.
+//!
+//! Per 80 ms frame: 1 + n_q input tokens (text, Moshi's audio, the user's audio; -1 for
+//! none) -> 1 + dep_q generated tokens (text, then audio codebooks 0..dep_q).
+//! [`LmWeights`] holds the weights (linears in Q8_0); [`Lm`] runs a frame as one GPU plan
+//! with one submit and one `4 (1 + dep_q)`-byte readback; [`LmCpu`] is the CPU oracle.
+
+use std::rc::Rc;
+
+use super::config::LmConfig;
+use super::sampler::{self, Sampling};
+use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
+use crate::error::{Error, Result};
+use crate::gpu::{FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::weights::TensorStore;
+
+/// Every weight of the LM, addressed by the released checkpoint's names.
+pub struct LmWeights {
+    pub config: LmConfig,
+    /// `emb.N.weight`, N in 0..n_q, each `[card + 1, dim]`, concatenated.
+    pub emb: Vec<f32>,
+    /// `text_emb.weight` `[text_card + 1, dim]`
+    pub text_emb: Vec<f32>,
+    pub transformer: LmTransformer,
+    /// `out_norm.alpha` `[dim]`
+    pub out_norm: Vec<f32>,
+    /// `text_linear.weight` `[text_card, dim]`
+    pub text_linear: Q8Linear,
+    /// `depformer_in.k.weight` `[depformer_dim, dim]`
+    pub depformer_in: Vec<Q8Linear>,
+    /// `depformer_text_emb.weight` `[text_card + 1, depformer_dim]`
+    pub depformer_text_emb: Vec<f32>,
+    /// `depformer_emb.j.weight`, j in 0..dep_q - 1, each `[card + 1, depformer_dim]`.
+    pub depformer_emb: Vec<Vec<f32>>,
+    pub depformer: LmTransformer,
+    /// `linears.k.weight` `[card, depformer_dim]`
+    pub linears: Vec<Q8Linear>,
+}
+
+impl LmWeights {
+    /// Load from a parsed checkpoint (released `model.safetensors` naming, or the split
+    /// names of the current package). Linears are quantized to Q8_0 on load.
+    pub fn load(config: &LmConfig, store: &TensorStore<'_>) -> Result<Self> {
+        config.validate()?;
+        let c = config;
+        let (d, dd) = (c.dim, c.depformer_dim);
+        let mut emb = Vec::with_capacity(c.n_q * (c.card + 1) * d);
+        for n in 0..c.n_q {
+            emb.extend(store.get(&format!("emb.{n}.weight"), &[c.card + 1, d])?);
+        }
+        Ok(Self {
+            config: c.clone(),
+            emb,
+            text_emb: store.get("text_emb.weight", &[c.text_card + 1, d])?,
+            transformer: LmTransformer::load(store, "transformer", (c.num_layers, d, c.num_heads, c.hidden()), 1, c.context, c.max_period, true)?,
+            out_norm: store.get("out_norm.alpha", &[1, 1, d])?,
+            text_linear: Q8Linear::load(store, "text_linear.weight", c.text_card, d)?,
+            depformer_in: (0..c.dep_q).map(|k| Q8Linear::load(store, &format!("depformer_in.{k}.weight"), dd, d)).collect::<Result<_>>()?,
+            depformer_text_emb: store.get("depformer_text_emb.weight", &[c.text_card + 1, dd])?,
+            depformer_emb: (0..c.dep_q - 1).map(|j| store.get(&format!("depformer_emb.{j}.weight"), &[c.card + 1, dd])).collect::<Result<_>>()?,
+            depformer: LmTransformer::load(
+                store,
+                "depformer",
+                (c.depformer_num_layers, dd, c.depformer_num_heads, c.depformer_hidden()),
+                c.dep_q,
+                c.dep_q,
+                c.depformer_max_period,
+                false,
+            )?,
+            linears: (0..c.dep_q).map(|k| Q8Linear::load(store, &format!("linears.{k}.weight"), c.card, dd)).collect::<Result<_>>()?,
+        })
+    }
+
+    /// Parse and load a safetensors file's bytes.
+    pub fn from_safetensors(config: &LmConfig, bytes: &[u8]) -> Result<Self> {
+        Self::load(config, &TensorStore::from_bytes(bytes)?)
+    }
+
+    /// Check one frame's input tokens: `1 + n_q` values, text below `text_card + 1`, audio
+    /// below `card + 1`, or -1 for none.
+    pub fn check_tokens(&self, tokens: &[i32]) -> Result<()> {
+        let c = &self.config;
+        if tokens.len() != 1 + c.n_q {
+            return Err(Error::Input(format!("a frame takes {} tokens (text + {} audio), got {}", 1 + c.n_q, c.n_q, tokens.len())));
+        }
+        for (k, &t) in tokens.iter().enumerate() {
+            let limit = if k == 0 { c.text_card + 1 } else { c.card + 1 };
+            if t < -1 || t as i64 >= limit as i64 {
+                return Err(Error::Input(format!("token {t} of stream {k} is outside [-1, {limit})")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn embed_row(table: &[f32], dim: usize, tok: i32, out: &mut [f32]) {
+    if tok >= 0 {
+        for (o, v) in out.iter_mut().zip(&table[tok as usize * dim..(tok as usize + 1) * dim]) {
+            *o += v;
+        }
+    }
+}
+
+/// The CPU oracle of one LM stream.
+pub struct LmCpu<'a> {
+    w: &'a LmWeights,
+    sampling: Sampling,
+    temporal: LmTransformerState,
+    pos: usize,
+    /// Text logits and depformer logits of the last step, for probes.
+    pub last_text_logits: Vec<f32>,
+    pub last_audio_logits: Vec<Vec<f32>>,
+}
+
+impl<'a> LmCpu<'a> {
+    pub fn new(w: &'a LmWeights, sampling: Sampling) -> Self {
+        Self { w, sampling, temporal: w.transformer.state(), pos: 0, last_text_logits: Vec::new(), last_audio_logits: Vec::new() }
+    }
+
+    /// One frame: input tokens -> generated tokens (mirrors `LMGen._step`'s model calls).
+    /// `forced`, when given, replaces the depformer's own choices as its inputs (teacher
+    /// forcing for probes); the returned tokens are always the model's own choices.
+    pub fn step(&mut self, tokens: &[i32], forced: Option<&[i32]>) -> Result<Vec<i32>> {
+        self.w.check_tokens(tokens)?;
+        let c = &self.w.config;
+        let (d, dd) = (c.dim, c.depformer_dim);
+        let mut x = vec![0f32; d];
+        for n in 0..c.n_q {
+            embed_row(&self.w.emb[n * (c.card + 1) * d..(n + 1) * (c.card + 1) * d], d, tokens[1 + n], &mut x);
+        }
+        embed_row(&self.w.text_emb, d, tokens[0], &mut x);
+        self.w.transformer.step(&mut self.temporal, &mut x, self.pos, 0);
+        let z = rms_norm(&x, &self.w.out_norm);
+        self.last_text_logits = self.w.text_linear.forward(&z);
+        let mut out = vec![sampler::sample_cpu(&self.last_text_logits, self.sampling.text, self.sampling.seed, self.pos as u32, 0)];
+        let mut dep_state = self.w.depformer.state();
+        self.last_audio_logits.clear();
+        for k in 0..c.dep_q {
+            let prev = forced.map_or(out[k], |f| f[k]);
+            let mut y = self.w.depformer_in[k].forward(&z);
+            let table = if k == 0 { &self.w.depformer_text_emb } else { &self.w.depformer_emb[k - 1] };
+            embed_row(table, dd, prev, &mut y);
+            self.w.depformer.step(&mut dep_state, &mut y, k, k);
+            let logits = self.w.linears[k].forward(&y);
+            out.push(sampler::sample_cpu(&logits, self.sampling.audio, self.sampling.seed, self.pos as u32, 1 + k as u32));
+            self.last_audio_logits.push(logits);
+        }
+        self.pos += 1;
+        Ok(out)
+    }
+}
+
+/// The LM on the GPU: one static plan per frame.
+pub struct Lm {
+    ctx: Rc<GpuContext>,
+    plan: Plan,
+    state: PlanState,
+    frame: wgpu::Buffer,
+    in_tokens: wgpu::Buffer,
+    out_tokens: wgpu::Buffer,
+    readback: Readback,
+    pos: u32,
+    n_in: usize,
+    n_out: usize,
+    weights_check: LmConfig,
+}
+
+impl Lm {
+    /// Upload `w` and build the frame plan: embeddings, temporal transformer, out norm, text
+    /// head, text sampling, then `dep_q` depformer steps each sampling into the token buffer
+    /// the next step reads.
+    pub async fn new(ctx: Rc<GpuContext>, w: &LmWeights, sampling: Sampling) -> Result<Self> {
+        let c = &w.config;
+        let (d, dd) = (c.dim, c.depformer_dim);
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let frame = ctx.uniform("lm frame", bytemuck::bytes_of(&FrameParams::default()));
+        let in_tokens = ctx.zeros("lm input tokens", 1 + c.n_q)?;
+        let out_tokens = ctx.zeros("lm output tokens", 1 + c.dep_q)?;
+        let mut b = PlanBuilder::new(&ctx, &frame)?;
+
+        // temporal: x = sum of the 16 audio embeddings + the text embedding
+        let emb = ctx.storage_f32("emb", &w.emb)?;
+        let text_emb = ctx.storage_f32("text_emb", &w.text_emb)?;
+        let x = b.tensor("transformer.x", &[1, d])?;
+        b.embed_sum("emb", &emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false);
+        b.embed_sum("text_emb", &text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true);
+        let rings = w.transformer.plan_state(&mut b)?;
+        w.transformer.plan_step(&mut b, &x, 0, &frame, &rings)?;
+        let z = b.tensor("transformer_out", &[1, d])?;
+        let out_norm = ctx.storage_f32("out_norm", &w.out_norm)?;
+        b.rms_norm("out_norm", &x, &out_norm, RMS_EPS, &z);
+        b.tap("transformer_out", &z);
+        let text_logits = b.tensor("text_logits", &[1, c.text_card])?;
+        let tl = w.text_linear.upload(&ctx)?;
+        b.q8_linear("text_linear", (&tl.quants, &tl.scales), (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?;
+        b.tap("text_logits", &text_logits);
+        b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0);
+
+        // depformer: dep_q steps at fixed positions 0..dep_q over rings shared by the steps
+        let dep_rings = w.depformer.plan_state(&mut b)?;
+        let dep_text_emb = ctx.storage_f32("depformer_text_emb", &w.depformer_text_emb)?;
+        let y = b.tensor("depformer.x", &[1, dd])?;
+        let audio_logits = b.tensor("audio_logits", &[c.dep_q, c.card])?;
+        for k in 0..c.dep_q {
+            let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
+            let win = w.depformer_in[k].upload(&ctx)?;
+            b.q8_linear(&format!("depformer_in.{k}"), (&win.quants, &win.scales), (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?;
+            let table = if k == 0 { dep_text_emb.clone() } else { ctx.storage_f32(&format!("depformer_emb.{}", k - 1), &w.depformer_emb[k - 1])? };
+            let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
+            b.embed_sum(&format!("depformer_emb.{k}"), &table, (1, rows, dd), &out_tokens, k, &y.buf, true);
+            w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings)?;
+            let lin = w.linears[k].upload(&ctx)?;
+            b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
+            b.sample(
+                &format!("sample audio {k}"),
+                (&audio_logits.buf, k * c.card, c.card),
+                &out_tokens,
+                1 + k,
+                (sampling.audio.temperature, sampling.audio.top_k),
+                sampling.seed,
+                1 + k as u32,
+            );
+        }
+        b.tap("audio_logits", &audio_logits);
+        let (plan, state, _taps) = b.finish();
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu(e.to_string()));
+        }
+        ctx.take_error()?;
+        let readback = Readback::new(&ctx, (4 * (1 + c.dep_q)) as u64);
+        Ok(Self {
+            ctx,
+            plan,
+            state,
+            frame,
+            in_tokens,
+            out_tokens,
+            readback,
+            pos: 0,
+            n_in: 1 + c.n_q,
+            n_out: 1 + c.dep_q,
+            weights_check: c.clone(),
+        })
+    }
+
+    /// One frame: `1 + n_q` input tokens (checked as [`LmWeights::check_tokens`] does) ->
+    /// `1 + dep_q` generated tokens. One submit, one readback.
+    pub async fn step(&mut self, tokens: &[i32]) -> Result<Vec<i32>> {
+        let c = &self.weights_check;
+        if tokens.len() != self.n_in {
+            return Err(Error::Input(format!("a frame takes {} tokens, got {}", self.n_in, tokens.len())));
+        }
+        for (k, &t) in tokens.iter().enumerate() {
+            let limit = if k == 0 { c.text_card + 1 } else { c.card + 1 };
+            if t < -1 || t as i64 >= limit as i64 {
+                return Err(Error::Input(format!("token {t} of stream {k} is outside [-1, {limit})")));
+            }
+        }
+        self.ctx.queue.write_buffer(&self.in_tokens, 0, bytemuck::cast_slice(tokens));
+        let fp = FrameParams { pos: self.pos, first: (self.pos == 0) as u32, _pad: [0; 2] };
+        self.ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("lm frame"), timestamp_writes: None });
+            self.plan.record(&mut pass);
+        }
+        self.readback.copy(&mut enc, &self.out_tokens);
+        self.ctx.queue.submit([enc.finish()]);
+        self.pos += 1;
+        let bytes = self.readback.read(&self.ctx).await?;
+        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&bytes);
+        debug_assert_eq!(out.len(), self.n_out);
+        Ok(out)
+    }
+
+    /// A new stream: KV rings cleared, position 0.
+    pub fn reset(&mut self) {
+        self.state.reset(&self.ctx);
+        self.pos = 0;
+    }
+
+    /// Dispatches per frame.
+    pub fn dispatches(&self) -> usize {
+        self.plan.dispatches()
+    }
+}

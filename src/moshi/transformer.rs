@@ -1,0 +1,314 @@
+//! The LM's transformer layers (moshi.modules.transformer with `gating = "silu"`,
+//! `norm = "rms_norm_f32"`, no LayerScale): RMSNorm, causal multi-head attention over a KV
+//! ring, RMSNorm, SiLU-gated FFN, both branches residual. Linears are Q8_0.
+//!
+//! Shared by the temporal transformer (one weight set, RoPE, `context` slots) and the
+//! depformer (one weight set per step, no positional embedding, `dep_q` slots).
+
+use crate::error::{Error, Result};
+use crate::gpu::{GpuContext, PlanBuilder, Tensor, TransformerSpec};
+use crate::weights::q8::{Q8Tensor, BLOCK};
+use crate::weights::TensorStore;
+
+/// RMSNorm epsilon of `rms_norm_f32`.
+pub const RMS_EPS: f32 = 1e-8;
+
+/// A bias-free linear layer held in Q8_0, `[rows, cols]` (`y = W x`).
+pub struct Q8Linear {
+    pub name: String,
+    pub q8: Q8Tensor,
+}
+
+/// A [`Q8Linear`] uploaded: quants and scales buffers.
+pub struct GpuQ8 {
+    pub quants: wgpu::Buffer,
+    pub scales: wgpu::Buffer,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Q8Linear {
+    /// Quantize rows `[row0, row0 + rows)` of checkpoint tensor `name` `[.., cols]` (stacked
+    /// per-step weights are row blocks of one tensor).
+    pub fn from_rows(name: &str, data: &[f32], row0: usize, rows: usize, cols: usize) -> Result<Self> {
+        let part = data.get(row0 * cols..(row0 + rows) * cols).ok_or_else(|| Error::Shape {
+            name: name.to_string(),
+            expected: vec![row0 + rows, cols],
+            found: vec![data.len() / cols.max(1), cols],
+        })?;
+        Ok(Self { name: name.to_string(), q8: Q8Tensor::from_f32(name, rows, cols, part)? })
+    }
+
+    /// Load the whole tensor `name` `[rows, cols]`.
+    pub fn load(store: &TensorStore<'_>, name: &str, rows: usize, cols: usize) -> Result<Self> {
+        let data = store.get(name, &[rows, cols])?;
+        Self::from_rows(name, &data, 0, rows, cols)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.q8.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.q8.cols
+    }
+
+    /// CPU oracle: `y = W x` for each row of `x` `[t, cols]`, dequantizing on the fly.
+    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
+        let (n, k) = (self.rows(), self.cols());
+        let t = x.len() / k;
+        let mut y = vec![0f32; t * n];
+        for r in 0..t {
+            let xr = &x[r * k..(r + 1) * k];
+            for i in 0..n {
+                let mut acc = 0f32;
+                for b in 0..k / BLOCK {
+                    let blk = self.q8.block(i * k / BLOCK + b);
+                    let d = blk.scale();
+                    let xs = &xr[b * BLOCK..(b + 1) * BLOCK];
+                    let s: f32 = blk.qs.iter().zip(xs).map(|(&q, &v)| q as f32 * v).sum();
+                    acc += d * s;
+                }
+                y[r * n + i] = acc;
+            }
+        }
+        y
+    }
+
+    /// Upload quants and scales.
+    pub fn upload(&self, ctx: &GpuContext) -> Result<GpuQ8> {
+        Ok(GpuQ8 {
+            quants: ctx.storage_bytes(&format!("{}.quants", self.name), self.q8.quants_bytes())?,
+            scales: ctx.storage_bytes(&format!("{}.scales", self.name), self.q8.scales_bytes())?,
+            rows: self.rows(),
+            cols: self.cols(),
+        })
+    }
+}
+
+/// The per-step weights of one layer: attention projections and gated FFN.
+pub struct StepWeights {
+    /// `[3 dim, dim]`: q, k, v rows, heads contiguous
+    pub in_proj: Q8Linear,
+    /// `[dim, dim]`
+    pub out_proj: Q8Linear,
+    /// `[2 hidden, dim]`: SiLU half then multiplier half
+    pub linear_in: Q8Linear,
+    /// `[dim, hidden]`
+    pub linear_out: Q8Linear,
+}
+
+/// One layer: shared RMSNorm gains and one [`StepWeights`] per step (1 for the temporal
+/// transformer, `dep_q` for the depformer).
+pub struct Layer {
+    pub norm1: Vec<f32>,
+    pub norm2: Vec<f32>,
+    pub steps: Vec<StepWeights>,
+}
+
+/// A stack of layers and its attention geometry.
+pub struct LmTransformer {
+    pub name: String,
+    pub layers: Vec<Layer>,
+    pub dim: usize,
+    pub heads: usize,
+    pub hidden: usize,
+    /// KV ring slots (= attention window).
+    pub context: usize,
+    pub max_period: f64,
+    pub rope: bool,
+}
+
+/// CPU streaming state: per layer a KV ring and its positions.
+pub struct LmTransformerState {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    pos: Vec<Vec<Option<usize>>>,
+}
+
+impl LmTransformer {
+    /// Load `<prefix>.layers.L.*`: attention as the released stacked
+    /// `self_attn.in_proj_weight` / `self_attn.out_proj.weight` (step k = the k-th block of
+    /// rows) or the split `in_projs.k.weight` / `out_projs.k.weight`; gating as
+    /// `gating.linear_in.weight` (one step) or `gating.k.linear_in.weight` (per step).
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        store: &TensorStore<'_>,
+        prefix: &str,
+        (num_layers, dim, heads, hidden): (usize, usize, usize, usize),
+        steps: usize,
+        context: usize,
+        max_period: f64,
+        rope: bool,
+    ) -> Result<Self> {
+        let mut layers = Vec::with_capacity(num_layers);
+        for l in 0..num_layers {
+            let p = format!("{prefix}.layers.{l}");
+            let norm1 = store.get(&format!("{p}.norm1.alpha"), &[1, 1, dim])?;
+            let norm2 = store.get(&format!("{p}.norm2.alpha"), &[1, 1, dim])?;
+            let stacked_in = format!("{p}.self_attn.in_proj_weight");
+            let stacked_out = format!("{p}.self_attn.out_proj.weight");
+            let (in_all, out_all) = if store.contains(&stacked_in) {
+                (
+                    Some(store.get(&stacked_in, &[steps * 3 * dim, dim])?),
+                    Some(store.get(&stacked_out, &[steps * dim, dim])?),
+                )
+            } else {
+                (None, None)
+            };
+            let mut sw = Vec::with_capacity(steps);
+            for k in 0..steps {
+                let (in_proj, out_proj) = match (&in_all, &out_all) {
+                    (Some(a), Some(b)) => (
+                        Q8Linear::from_rows(&stacked_in, a, k * 3 * dim, 3 * dim, dim)?,
+                        Q8Linear::from_rows(&stacked_out, b, k * dim, dim, dim)?,
+                    ),
+                    _ => (
+                        Q8Linear::load(store, &format!("{p}.self_attn.in_projs.{k}.weight"), 3 * dim, dim)?,
+                        Q8Linear::load(store, &format!("{p}.self_attn.out_projs.{k}.weight"), dim, dim)?,
+                    ),
+                };
+                let g = if steps == 1 { format!("{p}.gating") } else { format!("{p}.gating.{k}") };
+                sw.push(StepWeights {
+                    in_proj,
+                    out_proj,
+                    linear_in: Q8Linear::load(store, &format!("{g}.linear_in.weight"), 2 * hidden, dim)?,
+                    linear_out: Q8Linear::load(store, &format!("{g}.linear_out.weight"), dim, hidden)?,
+                });
+            }
+            layers.push(Layer { norm1, norm2, steps: sw });
+        }
+        Ok(Self { name: prefix.to_string(), layers, dim, heads, hidden, context, max_period, rope })
+    }
+
+    pub fn state(&self) -> LmTransformerState {
+        let n = self.layers.len();
+        LmTransformerState {
+            k: vec![vec![0.0; self.context * self.dim]; n],
+            v: vec![vec![0.0; self.context * self.dim]; n],
+            pos: vec![vec![None; self.context]; n],
+        }
+    }
+
+    /// CPU oracle: one position `pos` of `x` `[dim]` in place, with the weights of `step`.
+    pub fn step(&self, st: &mut LmTransformerState, x: &mut [f32], pos: usize, step: usize) {
+        let d = self.dim;
+        let hd = d / self.heads;
+        let coef = (-(self.max_period.ln()) * 2.0 / hd as f64) as f32;
+        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let w = &layer.steps[step];
+            let h = rms_norm(x, &layer.norm1);
+            let mut qkv = w.in_proj.forward(&h);
+            if self.rope {
+                for hh in 0..self.heads {
+                    for j in 0..hd / 2 {
+                        let angle = (j as f32 * coef).exp() * pos as f32;
+                        let (sn, cs) = angle.sin_cos();
+                        for part in 0..2 {
+                            let o = part * d + hh * hd + 2 * j;
+                            let (a, b) = (qkv[o], qkv[o + 1]);
+                            qkv[o] = a * cs - b * sn;
+                            qkv[o + 1] = a * sn + b * cs;
+                        }
+                    }
+                }
+            }
+            let slot = pos % self.context;
+            st.k[li][slot * d..(slot + 1) * d].copy_from_slice(&qkv[d..2 * d]);
+            st.v[li][slot * d..(slot + 1) * d].copy_from_slice(&qkv[2 * d..3 * d]);
+            st.pos[li][slot] = Some(pos);
+            let mut attn = vec![0f32; d];
+            for hh in 0..self.heads {
+                let q = &qkv[hh * hd..(hh + 1) * hd];
+                let mut sc: Vec<(usize, f32)> = Vec::new();
+                for (s, p) in st.pos[li].iter().enumerate() {
+                    if let Some(pk) = *p {
+                        if pk <= pos && pos - pk < self.context {
+                            let k = &st.k[li][s * d + hh * hd..][..hd];
+                            sc.push((s, q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale));
+                        }
+                    }
+                }
+                let m = sc.iter().map(|s| s.1).fold(f32::NEG_INFINITY, f32::max);
+                let mut den = 0f32;
+                for s in sc.iter_mut() {
+                    s.1 = (s.1 - m).exp();
+                    den += s.1;
+                }
+                let out = &mut attn[hh * hd..(hh + 1) * hd];
+                for (s, e) in &sc {
+                    for (o, v) in out.iter_mut().zip(&st.v[li][s * d + hh * hd..][..hd]) {
+                        *o += e * v;
+                    }
+                }
+                out.iter_mut().for_each(|o| *o /= den);
+            }
+            for (xv, u) in x.iter_mut().zip(w.out_proj.forward(&attn)) {
+                *xv += u;
+            }
+            let h = rms_norm(x, &layer.norm2);
+            let g = w.linear_in.forward(&h);
+            let gated: Vec<f32> = (0..self.hidden).map(|j| silu(g[j]) * g[self.hidden + j]).collect();
+            for (xv, u) in x.iter_mut().zip(w.linear_out.forward(&gated)) {
+                *xv += u;
+            }
+        }
+    }
+
+    /// GPU: the rings of every layer (`context` slots each).
+    pub fn plan_state(&self, b: &mut PlanBuilder<'_>) -> Result<Vec<[wgpu::Buffer; 3]>> {
+        let spec = self.spec();
+        (0..self.layers.len()).map(|l| b.attention_state(&format!("{}.layers.{l}", self.name), &spec)).collect()
+    }
+
+    fn spec(&self) -> TransformerSpec {
+        TransformerSpec { dim: self.dim, heads: self.heads, context: self.context, max_period: self.max_period, rope: self.rope }
+    }
+
+    /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
+    /// position held by `frame` (a `FrameParams` uniform), over `rings`.
+    pub fn plan_step(
+        &self,
+        b: &mut PlanBuilder<'_>,
+        x: &Tensor,
+        step: usize,
+        frame: &wgpu::Buffer,
+        rings: &[[wgpu::Buffer; 3]],
+    ) -> Result<()> {
+        let ctx = b.ctx();
+        let d = self.dim;
+        let spec = self.spec();
+        let h = b.tensor(&format!("{}.h", self.name), &[1, d])?;
+        let qkv = b.tensor(&format!("{}.qkv", self.name), &[1, 3 * d])?;
+        let g = b.tensor(&format!("{}.g", self.name), &[1, 2 * self.hidden])?;
+        let gated = b.tensor(&format!("{}.gated", self.name), &[1, self.hidden])?;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let p = format!("{}.layers.{li}.step{step}", self.name);
+            let w = &layer.steps[step];
+            let n1 = ctx.storage_f32(&format!("{p}.norm1"), &layer.norm1)?;
+            let n2 = ctx.storage_f32(&format!("{p}.norm2"), &layer.norm2)?;
+            let (wi, wo) = (w.in_proj.upload(ctx)?, w.out_proj.upload(ctx)?);
+            let (gi, go) = (w.linear_in.upload(ctx)?, w.linear_out.upload(ctx)?);
+            b.rms_norm(&format!("{p}.norm1"), x, &n1, RMS_EPS, &h);
+            b.q8_linear(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), 1, (&h.buf, 0), (&qkv.buf, 0, 3 * d), false)?;
+            let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
+            b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
+            b.rms_norm(&format!("{p}.norm2"), x, &n2, RMS_EPS, &h);
+            b.q8_linear(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), 1, (&h.buf, 0), (&g.buf, 0, 2 * self.hidden), false)?;
+            b.silu_gate(&format!("{p}.gate"), &g, &gated);
+            b.q8_linear(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&gated.buf, 0), (&x.buf, 0, d), true)?;
+        }
+        Ok(())
+    }
+}
+
+/// `x * (alpha * rsqrt(eps + mean(x^2)))` over one row.
+pub fn rms_norm(x: &[f32], alpha: &[f32]) -> Vec<f32> {
+    let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (RMS_EPS + ms).sqrt();
+    x.iter().zip(alpha).map(|(v, a)| v * (a * inv)).collect()
+}
+
+fn silu(v: f32) -> f32 {
+    v / (1.0 + (-v).exp())
+}
