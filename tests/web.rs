@@ -55,3 +55,24 @@ async fn browser_gpu_and_cpu_match_the_reference() {
     console_log!("browser CPU decode SNR vs reference: {snr:.1} dB");
     assert!(snr >= 40.0, "CPU decode SNR {snr:.1} dB < 40 dB");
 }
+
+#[wasm_bindgen_test]
+async fn browser_moshi_lm_greedy_matches_the_reference() {
+    use common::moshi::*;
+    use inferencelayer::moshi::{Lm, LmGen, LmWeights, Sampling};
+    let g = lm_golden();
+    let w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).expect("load LM checkpoint");
+    let ctx = Rc::new(GpuContext::new().await.expect("WebGPU adapter"));
+    let mut lm = Lm::new(ctx, &w, Sampling::greedy()).await.expect("plan");
+    let mut gen = LmGen::new(&g.config);
+    let mut out = Vec::new();
+    for codes in &g.user_codes {
+        let input = gen.input(codes).unwrap();
+        if let Some(row) = gen.output(&lm.step(&input).await.unwrap()) {
+            out.push(row);
+        }
+    }
+    let (leading, total) = agreement(&out, &g.tokens);
+    console_log!("browser LM: {leading} leading rows equal, {total}/{} rows equal", g.tokens.len());
+    assert!(leading >= 44, "only the first {leading} rows equal the reference");
+}
