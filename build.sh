@@ -17,29 +17,43 @@ export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-1800}"
 CKPT=out/mimi-synthetic.safetensors
 BIN=target/release/inferencelayer
 
+say() { echo "== $*" >&2; }
+
 checkpoint() {
+  say "building the native tool (cargo build --release; the first build takes a few minutes)"
   cargo build --release --quiet --bin inferencelayer
   mkdir -p out
-  [ -f "$CKPT" ] || "$BIN" synthetic-checkpoint "$CKPT"
+  if [ ! -f "$CKPT" ]; then
+    say "writing a synthetic Mimi checkpoint in the real format: $CKPT"
+    "$BIN" synthetic-checkpoint "$CKPT"
+  fi
 }
 
 case "${1:-main}" in
   main)
+    say "checking the toolchain and system packages (scripts/setup.sh)"
     scripts/setup.sh
     checkpoint
+    say "speech through Mimi on the GPU and back: tests/golden/mimi_input.wav -> out/roundtrip.wav"
+    say "(without a GPU, Mesa's lavapipe emulates one on the CPU: about a second per 80 ms frame)"
     "$BIN" roundtrip --checkpoint "$CKPT" tests/golden/mimi_input.wav out/roundtrip.wav
-    "$BIN" bench --checkpoint "$CKPT" --frames 100
-    echo "wrote out/roundtrip.wav (speech through Mimi on the GPU, synthetic weights)"
+    say "wrote out/roundtrip.wav; a short benchmark (./build.sh bench runs the full one)"
+    "$BIN" bench --checkpoint "$CKPT" --frames 10 --warmup 2
     ;;
   test)
+    say "checking the toolchain and system packages (scripts/setup.sh)"
     scripts/setup.sh
+    say "native tests (cargo test --release): GPU plans on the adapter wgpu finds, CPU oracles"
     cargo test --release
+    say "browser tests (wasm-pack test --headless --chrome): WebGPU in headless Chromium"
     wasm-pack test --headless --chrome --release
     ;;
   bench)
     scripts/setup.sh
     checkpoint
+    say "native Mimi benchmark, 200 frames"
     "$BIN" bench --checkpoint "$CKPT" --frames 200
+    say "browser Mimi benchmark, 100 frames (slow on SwiftShader without a GPU)"
     wasm-pack test --headless --chrome --release --test web_bench -- --include-ignored
     ;;
   *)

@@ -143,7 +143,7 @@ impl Default for MimiConfig {
 impl MimiConfig {
     /// Parse a JSON config (Kyutai's keys; missing keys take the released values) and check it.
     pub fn from_json(text: &str) -> Result<Self> {
-        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("mimi config", e))?;
+        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("(mimi config JSON)", e))?;
         c.validate()?;
         Ok(c)
     }
@@ -177,7 +177,8 @@ impl MimiConfig {
         let q = &self.quantizer;
         let need = |ok: bool, field: &str, why: &str| if ok { Ok(()) } else { Err(Error::config(field, why)) };
         need(self.channels == 1 && s.channels == 1, "channels", "only mono (1) is supported")?;
-        need(self.sample_rate > 0 && self.frame_rate > 0.0, "sample_rate", "must be positive")?;
+        need(self.sample_rate > 0, "sample_rate", "must be positive")?;
+        need(self.frame_rate > 0.0, "frame_rate", "must be positive")?;
         let fs = self.sample_rate as f64 / self.frame_rate;
         need(fs.fract() == 0.0, "frame_rate", "sample_rate / frame_rate must be a whole number of samples")?;
         need(!s.ratios.is_empty() && s.ratios.iter().all(|&r| r > 0), "seanet.ratios", "must be non-empty and positive")?;
@@ -198,6 +199,7 @@ impl MimiConfig {
         need(t.norm == "layer_norm" && t.gating == "none", "transformer.norm", "only layer_norm without gating is supported")?;
         need(t.layer_scale.is_some(), "transformer.layer_scale", "LayerScale is required")?;
         need(t.context > 0, "transformer.context", "must be positive")?;
+        need(t.num_layers >= 1, "transformer.num_layers", "must be at least 1")?;
         need(q.input_dimension == s.dimension && q.output_dimension == s.dimension, "quantizer.input_dimension", "must equal seanet.dimension")?;
         need(q.n_q >= 2 && q.bins > 0 && q.dimension > 0, "quantizer.n_q", "needs at least 2 codebooks (1 semantic + acoustic)")?;
         need(

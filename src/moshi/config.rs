@@ -96,7 +96,7 @@ pub fn gated_hidden(dim: usize, dim_feedforward: usize) -> usize {
 impl LmConfig {
     /// Parse a JSON config with Kyutai's keys (missing keys take Moshi 7B's values).
     pub fn from_json(text: &str) -> Result<Self> {
-        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("lm config", e))?;
+        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("(LM config JSON)", e))?;
         c.validate()?;
         Ok(c)
     }
@@ -139,6 +139,7 @@ impl LmConfig {
         need(self.depformer_weights_per_step && self.depformer_multi_linear, "depformer_weights_per_step", "only per-step depformer weights are supported")?;
         need(self.layer_scale.is_none() && self.depformer_layer_scale.is_none(), "layer_scale", "LayerScale in the LM is not supported")?;
         need(self.context > 0, "context", "must be positive")?;
+        need(self.num_layers >= 1 && self.depformer_num_layers >= 1, "num_layers", "must be at least 1")?;
         for (field, k) in [
             ("dim", self.dim),
             ("hidden_scale", self.hidden()),

@@ -155,8 +155,11 @@ impl<'a> LmCpu<'a> {
 /// The LM on the GPU: one static plan per frame.
 pub struct Lm {
     ctx: Rc<GpuContext>,
-    plan: Plan,
-    state: PlanState,
+    /// Embeddings, temporal transformer, text head and text sampling.
+    temporal: Plan,
+    /// The `dep_q` depformer steps, each sampling into the token buffer.
+    depformer: Plan,
+    states: [PlanState; 2],
     frame: wgpu::Buffer,
     in_tokens: wgpu::Buffer,
     out_tokens: wgpu::Buffer,
@@ -198,7 +201,10 @@ impl Lm {
         b.tap("text_logits", &text_logits);
         b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0);
 
+        let (temporal, temporal_state, _) = b.finish();
+
         // depformer: dep_q steps at fixed positions 0..dep_q over rings shared by the steps
+        let mut b = PlanBuilder::new(&ctx, &frame)?;
         let dep_rings = w.depformer.plan_state(&mut b)?;
         let dep_text_emb = ctx.storage_f32("depformer_text_emb", &w.depformer_text_emb)?;
         let y = b.tensor("depformer.x", &[1, dd])?;
@@ -223,8 +229,7 @@ impl Lm {
                 1 + k as u32,
             );
         }
-        b.tap("audio_logits", &audio_logits);
-        let (plan, state, _taps) = b.finish();
+        let (depformer, depformer_state, _) = b.finish();
         if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(e.to_string()));
         }
@@ -232,8 +237,9 @@ impl Lm {
         let readback = Readback::new(&ctx, (4 * (1 + c.dep_q)) as u64);
         Ok(Self {
             ctx,
-            plan,
-            state,
+            temporal,
+            depformer,
+            states: [temporal_state, depformer_state],
             frame,
             in_tokens,
             out_tokens,
@@ -248,6 +254,45 @@ impl Lm {
     /// One frame: `1 + n_q` input tokens (checked as [`LmWeights::check_tokens`] does) ->
     /// `1 + dep_q` generated tokens. One submit, one readback.
     pub async fn step(&mut self, tokens: &[i32]) -> Result<Vec<i32>> {
+        self.upload(tokens)?;
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("lm frame"), timestamp_writes: None });
+            self.temporal.record(&mut pass);
+            self.depformer.record(&mut pass);
+        }
+        self.readback.copy(&mut enc, &self.out_tokens);
+        self.ctx.queue.submit([enc.finish()]);
+        self.pos += 1;
+        let bytes = self.readback.read(&self.ctx).await?;
+        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&bytes);
+        debug_assert_eq!(out.len(), self.n_out);
+        Ok(out)
+    }
+
+    /// [`Self::step`] for profiles: the temporal part and the depformer submitted apart, each
+    /// waited for, timed with `now` (a clock in ms). Returns the tokens and the two times.
+    pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
+        self.upload(tokens)?;
+        let mut times = [0f64; 2];
+        let mut bytes = Vec::new();
+        for (i, plan) in [&self.temporal, &self.depformer].into_iter().enumerate() {
+            let t0 = now();
+            let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan.record(&mut pass);
+            }
+            self.readback.copy(&mut enc, &self.out_tokens);
+            self.ctx.queue.submit([enc.finish()]);
+            bytes = self.readback.read(&self.ctx).await?;
+            times[i] = now() - t0;
+        }
+        self.pos += 1;
+        Ok((bytemuck::pod_collect_to_vec(&bytes), times))
+    }
+
+    fn upload(&mut self, tokens: &[i32]) -> Result<()> {
         let c = &self.weights_check;
         if tokens.len() != self.n_in {
             return Err(Error::Input(format!("a frame takes {} tokens, got {}", self.n_in, tokens.len())));
@@ -261,28 +306,24 @@ impl Lm {
         self.ctx.queue.write_buffer(&self.in_tokens, 0, bytemuck::cast_slice(tokens));
         let fp = FrameParams { pos: self.pos, first: (self.pos == 0) as u32, _pad: [0; 2] };
         self.ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("lm frame"), timestamp_writes: None });
-            self.plan.record(&mut pass);
-        }
-        self.readback.copy(&mut enc, &self.out_tokens);
-        self.ctx.queue.submit([enc.finish()]);
-        self.pos += 1;
-        let bytes = self.readback.read(&self.ctx).await?;
-        let out: Vec<i32> = bytemuck::pod_collect_to_vec(&bytes);
-        debug_assert_eq!(out.len(), self.n_out);
-        Ok(out)
+        Ok(())
     }
 
     /// A new stream: KV rings cleared, position 0.
     pub fn reset(&mut self) {
-        self.state.reset(&self.ctx);
+        for s in &self.states {
+            s.reset(&self.ctx);
+        }
         self.pos = 0;
     }
 
-    /// Dispatches per frame.
-    pub fn dispatches(&self) -> usize {
-        self.plan.dispatches()
+    /// Dispatches per frame: (temporal, depformer).
+    pub fn dispatches(&self) -> (usize, usize) {
+        (self.temporal.dispatches(), self.depformer.dispatches())
+    }
+
+    /// Bytes of streaming state (KV rings) on the GPU.
+    pub fn state_bytes(&self) -> u64 {
+        self.states.iter().map(|s| s.bytes()).sum()
     }
 }
