@@ -58,6 +58,10 @@ pub enum Error {
     /// Q8_0).
     #[error("tensor `{name}` has ggml type {type_name} (id {type_id}); the loader reads F32, F16, BF16 and Q8_0")]
     GgufType { name: String, type_id: u32, type_name: String },
+    /// A SentencePiece text tokenizer model that cannot be read (malformed protobuf, or a
+    /// model sentencepiece itself refuses to load), or a token id the model does not have.
+    #[error("text tokenizer: {0}")]
+    Tokenizer(String),
 }
 
 fn tensor_note(tensor: &Option<String>) -> String {

@@ -9,9 +9,11 @@ pub mod config;
 pub mod lm;
 pub mod lmgen;
 pub mod sampler;
+pub mod tokenizer;
 pub mod transformer;
 
 pub use config::LmConfig;
 pub use lm::{Lm, LmCpu, LmWeights};
 pub use lmgen::LmGen;
 pub use sampler::{Sampling, StreamSampling};
+pub use tokenizer::TextTokenizer;
