@@ -8,12 +8,14 @@
 //! - [`mimi`]: the codec, one module per concept (SEANet, transformer, quantization), as
 //!   GPU plans and as the CPU oracle;
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
+//! - [`session`]: Mimi and the LM wired into a full-duplex session;
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool.
 
 pub mod error;
 pub mod gpu;
 pub mod mimi;
 pub mod moshi;
+pub mod session;
 pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -659,4 +659,21 @@ impl<'a> PlanBuilder<'a> {
         let frame = self.frame.clone();
         self.step(&SAMPLE, label.to_string(), &[logits, tokens, &pb, &frame], [1, 1]);
     }
+
+    /// LMGen's realignment: record `generated` (`n` i32 tokens) in a history ring of `ct`
+    /// frames (streaming state) and write into `out` the output frame, stream `s` read
+    /// `max_delay - delays[s]` frames behind the newest (see `shaders/realign.wgsl`).
+    pub fn realign(&mut self, label: &str, generated: &wgpu::Buffer, delays: &[u32], ct: usize, out: &wgpu::Buffer) -> Result<()> {
+        let n = delays.len();
+        if n > WG as usize {
+            return Err(Error::config(label, format!("at most {WG} streams can be realigned, got {n}")));
+        }
+        let max_delay = delays.iter().copied().max().unwrap_or(0);
+        let history = self.state(&format!("{label}.history"), ct * n)?;
+        let delays_buf = self.ctx.storage_bytes(&format!("{label}.delays"), bytemuck::cast_slice(delays))?;
+        let pb = self.params(label, &Count4 { a: n as u32, b: ct as u32, c: max_delay, d: 0 });
+        let frame = self.frame.clone();
+        self.step(&REALIGN, label.to_string(), &[generated, &delays_buf, &history, out, &pb, &frame], [1, 1]);
+        Ok(())
+    }
 }

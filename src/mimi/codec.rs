@@ -68,6 +68,14 @@ impl Mimi {
     /// Upload `weights` and build both plans. Fails with [`Error::Limit`] when a tensor is
     /// larger than the device allows, or [`Error::Gpu`] when a pipeline does not compile.
     pub async fn new(ctx: Rc<GpuContext>, weights: &MimiWeights) -> Result<Self> {
+        Self::with_codes_source(ctx, weights, None).await
+    }
+
+    /// [`Self::new`] with the decode plan reading its codes from `codes` (a GPU buffer of
+    /// u32/i32 codes, from element `offset`) instead of its own input buffer: an LM's token
+    /// buffer, so decoding can follow the LM step in the same submit
+    /// ([`Self::decode_plan`], [`Self::prepare_decode`], [`Self::read_decoded`]).
+    pub async fn with_codes_source(ctx: Rc<GpuContext>, weights: &MimiWeights, codes: Option<(&wgpu::Buffer, usize)>) -> Result<Self> {
         let cfg = &weights.config;
         let fs = cfg.frame_size();
         let d = cfg.seanet.dimension;
@@ -99,7 +107,8 @@ impl Mimi {
         let codes_in = ctx.zeros("codes_in", nq)?;
         let dec_frame = ctx.uniform("decode frame", &frame_bytes);
         let mut b = PlanBuilder::new(&ctx, &dec_frame)?;
-        let mut latent = weights.quantizer.plan_decode(&mut b, &codes_in)?;
+        let (codes_src, codes_offset) = codes.unwrap_or((&codes_in, 0));
+        let mut latent = weights.quantizer.plan_decode(&mut b, codes_src, codes_offset)?;
         latent.shape = vec![d, 1];
         b.tap("decoded_latent", &latent);
         let up = weights.upsample.plan(&mut b, &latent, false)?;
@@ -178,6 +187,31 @@ impl Mimi {
         self.dec.submit(&self.ctx, &self.pcm_out.buf, self.steps_per_frame);
         let bytes = self.dec.readback.read(&self.ctx).await?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// The decode plan, for recording after another plan that fills its codes source.
+    /// Call [`Self::prepare_decode`] before the submit and [`Self::read_decoded`] after.
+    pub fn decode_plan(&self) -> &Plan {
+        &self.dec.plan
+    }
+
+    /// The decoded samples' buffer and the readback to copy them into, for a combined
+    /// submit.
+    pub fn decode_output(&self) -> (&wgpu::Buffer, &Readback) {
+        (&self.pcm_out.buf, &self.dec.readback)
+    }
+
+    /// Write the decode frame uniform and advance the decode stream by one frame.
+    pub fn prepare_decode(&mut self) {
+        let fp = FrameParams { pos: self.dec.pos, first: self.dec.first as u32, _pad: [0; 2] };
+        self.ctx.queue.write_buffer(&self.dec.frame, 0, bytemuck::bytes_of(&fp));
+        self.dec.pos += self.steps_per_frame;
+        self.dec.first = false;
+    }
+
+    /// The `frame_size` samples of the last combined submit.
+    pub async fn read_decoded(&self) -> Result<Vec<f32>> {
+        Ok(bytemuck::pod_collect_to_vec(&self.dec.readback.read(&self.ctx).await?))
     }
 
     /// Start new encode and decode streams: every conv prefix, overlap tail and KV ring

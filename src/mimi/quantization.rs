@@ -154,11 +154,12 @@ impl SplitRvq {
         Ok(())
     }
 
-    /// GPU decode plan: `codes` (u32 `[num_codebooks]`) -> latent `[input_dim]`.
-    pub fn plan_decode(&self, b: &mut PlanBuilder<'_>, codes: &wgpu::Buffer) -> Result<Tensor> {
+    /// GPU decode plan: codes (u32 `[num_codebooks]` from element `offset` of `codes`) ->
+    /// latent `[input_dim]`.
+    pub fn plan_decode(&self, b: &mut PlanBuilder<'_>, codes: &wgpu::Buffer, offset: usize) -> Result<Tensor> {
         let ctx = b.ctx();
         let out = b.tensor("quantizer.decoded", &[1, self.input_dim])?;
-        let mut offset = 0;
+        let mut offset = offset;
         let mut first = true;
         for rvq in [&self.first, &self.rest] {
             if rvq.levels == 0 {

@@ -41,6 +41,21 @@ impl LmGen {
         }
     }
 
+    /// A fresh stream with the same configuration.
+    pub fn new_like(other: &LmGen) -> Self {
+        let mut g = Self {
+            delays: other.delays.clone(),
+            initial: other.initial.clone(),
+            dep_q: other.dep_q,
+            card: other.card,
+            max_delay: other.max_delay,
+            cache: other.cache.clone(),
+            offset: 0,
+        };
+        g.cache.iter_mut().for_each(|r| r.iter_mut().for_each(|t| *t = UNGENERATED));
+        g
+    }
+
     /// Frames stepped so far.
     pub fn offset(&self) -> usize {
         self.offset
