@@ -1,0 +1,66 @@
+"""Kyutai's PyTorch reference on the GPU at hand, for the benchmark tables in README.md.
+
+Times `LMGen.step` of Moshi 7B (`moshi==0.2.13`, random weights, bf16, the package's own
+CUDA graphs) with Kyutai's default sampling, and Mimi's streaming encode and decode (fp32),
+per 80 ms frame, after warm-up; prints p50/p95/mean ms and the device. Run next to
+`inferencelayer bench-lm` / `inferencelayer bench` on the same GPU:
+
+    python3 tests/reference/bench_reference.py --frames 200
+"""
+
+import argparse
+import json
+import time
+
+import torch
+
+from moshi.models import loaders
+from moshi.models.lm import LMGen
+
+
+def stats(ms):
+    ms = sorted(ms)
+    return {"p50": ms[len(ms) // 2], "p95": ms[int(round(0.95 * (len(ms) - 1)))], "mean": sum(ms) / len(ms)}
+
+
+def timed(fn, frames, warmup):
+    out = []
+    for i in range(warmup + frames):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(i)
+        torch.cuda.synchronize()
+        if i >= warmup:
+            out.append((time.perf_counter() - t0) * 1e3)
+    return stats(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--skip-lm", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda"
+    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+    mimi = loaders.get_mimi(None, device=dev)
+    pcm = torch.randn(1, 1, 1920, device=dev) * 0.1
+    with torch.no_grad(), mimi.streaming(1):
+        result["mimi_encode_ms"] = timed(lambda i: mimi.encode(pcm), args.frames, args.warmup)
+    codes = torch.randint(0, 2048, (1, 8, 1), device=dev)
+    with torch.no_grad(), mimi.streaming(1):
+        result["mimi_decode_ms"] = timed(lambda i: mimi.decode(codes), args.frames, args.warmup)
+
+    if not args.skip_lm:
+        lm = loaders.get_moshi_lm(None, device=dev, dtype=torch.bfloat16)
+        gen = LMGen(lm, temp=0.8, temp_text=0.7, top_k=250, top_k_text=25)
+        user = torch.randint(0, 2048, (1, 8, 1), device=dev)
+        with torch.no_grad(), gen.streaming(1):
+            result["lmgen_step_ms"] = timed(lambda i: gen.step(user), args.frames, args.warmup)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
