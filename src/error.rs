@@ -58,6 +58,9 @@ pub enum Error {
     /// Q8_0).
     #[error("tensor `{name}` has ggml type {type_name} (id {type_id}); the loader reads F32, F16, BF16 and Q8_0")]
     GgufType { name: String, type_id: u32, type_name: String },
+    /// A checkpoint holds a tensor the model has no place for (a wrong or renamed file).
+    #[error("checkpoint holds tensor `{0}`, which the model does not use")]
+    UnknownTensor(String),
     /// A SentencePiece text tokenizer model that cannot be read (malformed protobuf, or a
     /// model sentencepiece itself refuses to load), or a token id the model does not have.
     #[error("text tokenizer: {0}")]

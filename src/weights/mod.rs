@@ -1,7 +1,9 @@
 //! Weight readers: a checkpoint's tensors by name, checked against the shapes the model
 //! expects, and the seeded synthetic checkpoints used offline and in tests.
 
+pub mod gguf;
 pub mod q8;
+pub mod stream;
 pub mod synthetic;
 
 use safetensors::{Dtype, SafeTensors};

@@ -61,18 +61,30 @@ impl Q8Block {
     }
 }
 
-/// `round(t)` with ties away from zero, as C's `roundf`, for `|t|` up to 2^31.
+/// `round(t)` with ties away from zero, as C's `roundf`, for `|t| <= 128`; larger `|t|`
+/// gives +-128 and NaN gives 0 (both then clamped by the caller).
 ///
 /// `f32::round` compiles to a libm call per element on baseline x86-64 (no SSE4.1); this
-/// form vectorizes. `|t| + 0.5` is exact in f64 for every f32 `|t| >= 2^-29`, and below that
-/// it stays under 1, so truncation gives the same integer as `roundf`.
+/// form vectorizes. For `|t| < 2^23`, `|t| - trunc(|t|)` is exact, so comparing it with 0.5
+/// decides the tie exactly as `roundf` does. `|t|` exceeds 127 only when `1 / d` is
+/// inexact or infinite, for blocks whose `d` is far below f16's range (the stored scale is
+/// then 0 and every value decodes to 0 whatever its quant); ggml leaves that case undefined.
 #[inline(always)]
 fn round_away(t: f32) -> i32 {
-    let a = (t.abs() as f64 + 0.5) as i32;
-    if t < 0.0 {
-        -a
-    } else {
+    let a = t.abs();
+    let a = if a <= 128.0 {
         a
+    } else if a > 128.0 {
+        128.0
+    } else {
+        0.0
+    };
+    let i = a as i32;
+    let r = i + ((a - i as f32) >= 0.5) as i32;
+    if t < 0.0 {
+        -r
+    } else {
+        r
     }
 }
 
@@ -80,15 +92,16 @@ fn round_away(t: f32) -> i32 {
 /// finite or the scale `amax / 127` does not fit an f16 (`amax` above about 8.3e6).
 #[inline]
 pub fn quantize_block(x: &[f32; BLOCK]) -> Option<Q8Block> {
-    let mut amax = 0f32;
-    let mut finite = true;
+    // |x| as bits: for non-negative floats the integer order is the float order, and the
+    // integer max vectorizes; bits at or above 0x7f80_0000 are infinity or NaN
+    let mut amax_bits = 0u32;
     for &v in x {
-        finite &= v.is_finite();
-        amax = amax.max(v.abs());
+        amax_bits = amax_bits.max(v.to_bits() & 0x7fff_ffff);
     }
-    if !finite {
+    if amax_bits >= 0x7f80_0000 {
         return None;
     }
+    let amax = f32::from_bits(amax_bits);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let dh = f16::from_f32(d);
@@ -102,7 +115,7 @@ pub fn quantize_block(x: &[f32; BLOCK]) -> Option<Q8Block> {
     Some(Q8Block { d: dh.to_bits(), qs })
 }
 
-fn block_error(name: &str, cols: usize, block_index: usize, x: &[f32; BLOCK]) -> Error {
+pub(crate) fn block_error(name: &str, cols: usize, block_index: usize, x: &[f32; BLOCK]) -> Error {
     let (row, col) = (block_index * BLOCK / cols.max(1), block_index * BLOCK % cols.max(1));
     let why = match x.iter().position(|v| !v.is_finite()) {
         Some(k) => format!("value {} at row {row}, column {} is not finite", x[k], col + k),
@@ -164,7 +177,12 @@ impl Q8Tensor {
     pub fn with_shape(name: &str, rows: usize, cols: usize) -> Result<Self> {
         check_cols(name, cols)?;
         let (qb, sb) = Self::buffer_sizes(rows, cols);
-        Ok(Self { rows, cols, quants: Vec::with_capacity(qb as usize / 4), scales: Vec::with_capacity(sb as usize / 4) })
+        Ok(Self {
+            rows,
+            cols,
+            quants: Vec::with_capacity(qb as usize / 4),
+            scales: Vec::with_capacity(sb as usize / 4),
+        })
     }
 
     /// Byte sizes of the quants and the scales buffers of a `[rows, cols]` tensor.
@@ -192,10 +210,11 @@ impl Q8Tensor {
     /// Append the next block in row-major order. The caller keeps to `blocks()` pushes.
     #[inline]
     pub fn push_block(&mut self, b: &Q8Block) {
-        let bytes: [u8; BLOCK] = b.qs.map(|q| q as u8);
-        for w in bytes.chunks_exact(4) {
-            self.quants.push(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        let mut words = [0u32; BLOCK / 4];
+        for (w, q) in words.iter_mut().zip(b.qs.chunks_exact(4)) {
+            *w = u32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
         }
+        self.quants.extend_from_slice(&words);
         let k = self.filled() - 1;
         if k % 2 == 0 {
             self.scales.push(b.d as u32);
@@ -213,7 +232,8 @@ impl Q8Tensor {
             return Err(Error::Shape { name: name.into(), expected: vec![rows, cols], found: vec![data.len()] });
         }
         for (b, c) in data.chunks_exact(BLOCK).enumerate() {
-            let blk: &[f32; BLOCK] = c.try_into().map_err(|_| Error::Quant { name: name.into(), why: "block".into() })?;
+            let blk: &[f32; BLOCK] =
+                c.try_into().map_err(|_| Error::Quant { name: name.into(), why: "block".into() })?;
             t.push_block(&quantize_block(blk).ok_or_else(|| block_error(name, cols, b, blk))?);
         }
         Ok(t)
@@ -296,13 +316,18 @@ mod tests {
             cases.extend([h, -h, f32::from_bits(h.to_bits() - 1), f32::from_bits(h.to_bits() + 1)]);
         }
         cases.push(f32::from_bits(0.5f32.to_bits() - 1)); // 0.49999997: `x + 0.5` in f32 would round to 1
+        cases.extend([8388607.5, -8388607.5, 4194303.5, 1e-45, 127.5, -127.5]);
         let mut rng = Rng(7);
         for _ in 0..2_000_000 {
             cases.push((rng.unit() * 2.0 - 1.0) * 130.0);
         }
         for t in cases {
-            assert_eq!(round_away(t), t.round() as i32, "t = {t:e}");
+            let want = if t.abs() > 128.0 { 128 * t.signum() as i32 } else { t.round() as i32 };
+            assert_eq!(round_away(t), want, "t = {t:e}");
         }
+        assert_eq!(round_away(f32::NAN), 0);
+        assert_eq!(round_away(f32::INFINITY), 128);
+        assert_eq!(round_away(f32::NEG_INFINITY), -128);
     }
 
     #[test]
@@ -319,7 +344,11 @@ mod tests {
             let top = (rng.next() % 32) as usize;
             for (k, v) in blk.iter_mut().enumerate() {
                 let q: i32 = if k == top {
-                    if rng.next() % 2 == 0 { 127 } else { -127 }
+                    if rng.next() % 2 == 0 {
+                        127
+                    } else {
+                        -127
+                    }
                 } else {
                     (rng.next() % 255) as i32 - 127
                 };
@@ -361,7 +390,14 @@ mod tests {
         // two blocks in one row, then a third: an odd block count pads the last scale word
         let mut x = vec![0f32; 96];
         for (i, v) in x.iter_mut().enumerate() {
-            *v = (i as f32 - 16.0) * if i < 32 { 1.0 } else if i < 64 { -0.5 } else { 0.25 };
+            *v = (i as f32 - 16.0)
+                * if i < 32 {
+                    1.0
+                } else if i < 64 {
+                    -0.5
+                } else {
+                    0.25
+                };
         }
         let t = Q8Tensor::from_f32("w", 1, 96, &x).unwrap();
         let blocks: Vec<Q8Block> = quantize_row("w", &x).unwrap();
@@ -387,6 +423,18 @@ mod tests {
         assert_eq!(blocks[0].qs[0], -127);
         assert_eq!(blocks[0].qs[31], (15.0f32 * (127.0 / 16.0)).round() as i8);
         assert_eq!(Q8Tensor::buffer_sizes(1, 96), (96, 8));
+    }
+
+    #[test]
+    fn blocks_far_below_f16_range_are_defined() {
+        // amax / 127 is a subnormal f32 whose reciprocal overflows: q is clamped, the scale is 0
+        let mut x = [0f32; BLOCK];
+        x[3] = 2e-43;
+        x[4] = -2e-43;
+        let b = quantize_block(&x).unwrap();
+        assert_eq!(b.d, 0);
+        assert_eq!((b.qs[0], b.qs[3], b.qs[4]), (0, 127, -127));
+        assert_eq!(b.dequantize(), [0.0; BLOCK]);
     }
 
     #[test]
