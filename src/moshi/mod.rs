@@ -9,6 +9,7 @@ pub mod config;
 pub mod lm;
 pub mod lmgen;
 pub mod sampler;
+pub mod synthetic;
 pub mod tokenizer;
 pub mod transformer;
 

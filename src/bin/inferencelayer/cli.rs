@@ -1,11 +1,16 @@
-//! `inferencelayer`: Kyutai's Mimi codec on the command line, on the GPU through WebGPU
-//! (natively: Vulkan, Metal or DX12; Mesa's lavapipe where there is no GPU).
+//! `inferencelayer`: Kyutai's Mimi codec and Moshi speech LM on the command line, on the GPU
+//! through WebGPU (natively: Vulkan, Metal or DX12; Mesa's lavapipe where there is no GPU).
 //!
 //! - `encode`: a WAV (any rate, any channel count) -> codes `.npy` `[frames, codebooks]` int64;
 //! - `decode`: codes `.npy` -> a 24 kHz mono 16-bit WAV;
 //! - `roundtrip`: a WAV -> codes -> a WAV, frame by frame;
 //! - `synthetic-checkpoint`: a seeded synthetic Mimi checkpoint, for trying the tool offline;
-//! - `bench`: per-frame GPU encode and decode times.
+//! - `bench`: per-frame GPU encode and decode times;
+//! - `converse`: the user's speech (a WAV, or its Mimi codes) -> Moshi's reply: a WAV, its
+//!   text, and on request its tokens `.npy` `[frames, 1 + dep_q]` int64;
+//! - `synthetic-lm`: a seeded synthetic Moshi LM checkpoint (f32, released naming);
+//! - `bench-lm`: per-frame GPU times of the LM on synthetic Q8_0 weights (Moshi 7B's geometry
+//!   by default), built in memory.
 //!
 //! Audio is coded in frames of 1920 samples (80 ms at 24 kHz); the last partial frame of an
 //! input is zero-padded, so outputs are a whole number of frames long. Errors print
@@ -18,17 +23,24 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use inferencelayer::audio;
+use inferencelayer::moshi::synthetic as lm_synthetic;
+use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
+use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmWeights, Sampling, StreamSampling};
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
+use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
 /// drawn from them give varying codes on speech.
 const CODEBOOK_STATS_NPY: &[u8] = include_bytes!("../../../tests/golden/mimi_codebook_stats.npy");
 /// The benchmark's test signal: 2.96 s of speech, 24 kHz mono 16-bit.
 const BENCH_WAV: &[u8] = include_bytes!("../../../tests/golden/mimi_input.wav");
+/// The reduced LM geometry of the parity tests (`tests/reference/MOSHI.md`): the default of
+/// `synthetic-lm`, whose f32 checkpoint at Moshi 7B's geometry would be 31 GB.
+const SMALL_LM_CONFIG: &str = include_str!("../../../tests/golden/moshi_config.json");
 
 #[derive(Parser)]
-#[command(name = "inferencelayer", version, about = "Kyutai's Mimi audio codec on WebGPU")]
+#[command(name = "inferencelayer", version, about = "Kyutai's Mimi audio codec and Moshi speech LM on WebGPU")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -85,6 +97,110 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Talk to Moshi: the user's speech in, Moshi's reply out (a 24 kHz WAV, its text on
+    /// stdout, and on request its tokens).
+    ///
+    /// Per 80 ms frame the user's 8 Mimi codes go through LMGen's delays into one LM step;
+    /// from frame max(delays) on each step yields Moshi's text token and audio codes, which
+    /// Mimi decodes into 1920 samples. The reply is thus max(delays) frames shorter than the
+    /// input.
+    Converse {
+        #[command(flatten)]
+        args: ConverseArgs,
+    },
+    /// Write a seeded synthetic Moshi LM checkpoint (.safetensors, f32, the released naming).
+    SyntheticLm {
+        /// Safetensors file to write.
+        output: PathBuf,
+        /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys) [default: the reduced geometry
+        /// of the parity tests, 4.0 M parameters; Moshi 7B's would be a 31 GB file].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Seed of the weights.
+        #[arg(long, default_value_t = synthetic::SEED)]
+        seed: u64,
+    },
+    /// Time the Moshi LM on the GPU, one LMGen frame at a time, with seeded synthetic Q8_0
+    /// weights built in memory (no checkpoint) and seeded synthetic user codes.
+    BenchLm {
+        /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys) [default: Moshi 7B, 7.69 B
+        /// parameters, 9.1 GB of weights and 3.1 GB of KV rings on the GPU].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Frames timed (80 ms each).
+        #[arg(long, default_value_t = 200)]
+        frames: usize,
+        /// Frames run before timing.
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Seed of the weights, the user codes and the sampling.
+        #[arg(long, default_value_t = synthetic::SEED)]
+        seed: u64,
+        /// Greedy decoding instead of Moshi's default sampling (text temperature 0.7, top-k
+        /// 25; audio 0.8, top-k 250).
+        #[arg(long)]
+        greedy: bool,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct ConverseArgs {
+    /// Mimi checkpoint (.safetensors, Kyutai's state-dict names): encodes a WAV input and
+    /// decodes the reply. Not needed with a codes input and --no-audio.
+    #[arg(long)]
+    mimi: Option<PathBuf>,
+    /// Mimi configuration (JSON, Kyutai's `_mimi_config` keys); the released codec by
+    /// default. Its codebook count must equal the LM's user streams and dep_q (8).
+    #[arg(long)]
+    mimi_config: Option<PathBuf>,
+    /// Moshi LM checkpoint (.safetensors: Kyutai's released `model.safetensors` naming, f32,
+    /// f16 or bf16; linears are quantized to Q8_0 on load).
+    #[arg(long)]
+    lm: PathBuf,
+    /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys); Moshi 7B by default.
+    #[arg(long)]
+    lm_config: Option<PathBuf>,
+    /// Kyutai's SentencePiece text tokenizer (`tokenizer_spm_32k_3.model`): Moshi's text is
+    /// printed as text. Without it, the text token ids are printed.
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Seed of the sampling: the same seed, input and options replay the same reply.
+    #[arg(long, default_value_t = 0)]
+    seed: u32,
+    /// Text temperature (0: greedy).
+    #[arg(long, default_value_t = 0.7)]
+    temp_text: f32,
+    /// Text top-k (0: the whole vocabulary).
+    #[arg(long, default_value_t = 25)]
+    top_k_text: usize,
+    /// Audio temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8)]
+    temp_audio: f32,
+    /// Audio top-k (0: the whole codebook).
+    #[arg(long, default_value_t = 250)]
+    top_k_audio: usize,
+    /// Greedy decoding on every stream (overrides the temperatures and top-k).
+    #[arg(long)]
+    greedy: bool,
+    /// Write Moshi's tokens as .npy int64 [rows, 1 + dep_q]: per frame with output, the text
+    /// token, then the audio codes 0..dep_q.
+    #[arg(long)]
+    tokens_out: Option<PathBuf>,
+    /// Run only the first N input frames.
+    #[arg(long)]
+    max_frames: Option<usize>,
+    /// Do not decode the reply into audio (no OUTPUT is written; text and tokens only).
+    #[arg(long)]
+    no_audio: bool,
+    /// The user's speech: a WAV file (any rate, any channel count; encoded with Mimi), or a
+    /// `.npy` integer array [frames, n_q - dep_q] of the user's Mimi codes, each below the
+    /// LM's card.
+    input: PathBuf,
+    /// WAV file to write: Moshi's reply, 24 kHz mono 16-bit. Required unless --no-audio.
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -131,6 +247,12 @@ struct Codec {
 
 impl Codec {
     async fn open(config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
+        let ctx = Rc::new(GpuContext::new().await?);
+        Self::open_on(ctx, config, checkpoint).await
+    }
+
+    /// [`Codec::open`] on an existing context (shared with the LM).
+    async fn open_on(ctx: Rc<GpuContext>, config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
         let bytes = std::fs::read(checkpoint)
             .map_err(|e| file_error(checkpoint, format!("cannot read the checkpoint: {e}")))?;
         let weights = MimiWeights::from_safetensors(config, &bytes).map_err(|e| match e {
@@ -138,7 +260,6 @@ impl Codec {
             other => other,
         })?;
         drop(bytes);
-        let ctx = Rc::new(GpuContext::new().await?);
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &weights).await?;
         Ok(Self { mimi, adapter })
@@ -326,6 +447,400 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, json: bool) -> R
     Ok(())
 }
 
+/// An LM configuration: the JSON file at `path` (Kyutai's `_lm_kwargs` keys), else `default`.
+fn lm_config(path: Option<&Path>, default: impl FnOnce() -> Result<LmConfig>) -> Result<LmConfig> {
+    match path {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the LM config: {e}")))?;
+            LmConfig::from_json(&text)
+        }
+        None => default(),
+    }
+}
+
+/// Load an LM checkpoint for `config`. A tensor missing or of the wrong shape for the config
+/// is [`Error::MissingTensor`] / [`Error::Shape`] naming it; a file that is not safetensors is
+/// an [`Error::File`] naming the file.
+fn load_lm(config: &LmConfig, path: &Path) -> Result<LmWeights> {
+    let bytes = std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?;
+    LmWeights::from_safetensors(config, &bytes).map_err(|e| match e {
+        Error::Checkpoint(why) => file_error(path, format!("not a valid safetensors checkpoint: {why}")),
+        other => other,
+    })
+}
+
+fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
+    let config = lm_config(config, || LmConfig::from_json(SMALL_LM_CONFIG))?;
+    let specs = config.tensor_specs();
+    let start = Instant::now();
+    let bytes = synthetic::lm_checkpoint(&specs, seed)?;
+    std::fs::write(output, &bytes).map_err(|e| file_error(output, format!("cannot write the checkpoint: {e}")))?;
+    eprintln!(
+        "wrote a synthetic Moshi LM checkpoint (seed {seed}, {} tensors, {} parameters, {:.1} MB) in {:.1} s",
+        specs.len(),
+        lm_synthetic::parameter_count(&config),
+        bytes.len() as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn config_error(field: &str, why: String) -> Error {
+    Error::Config { field: field.to_string(), why }
+}
+
+/// Whether `path` names a `.npy` file (by its extension, in any case).
+fn is_npy(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+}
+
+/// The user's codes from a `.npy` `[frames, users]`, each below `card`.
+fn read_user_codes(path: &Path, users: usize, card: usize) -> Result<Vec<Vec<u32>>> {
+    let (_, k) = audio::codes_shape(path)?;
+    if k != users {
+        return Err(file_error(
+            path,
+            format!("the file has {k} codes per frame; the LM takes {users} user codes per frame (n_q - dep_q)"),
+        ));
+    }
+    audio::read_codes(path, users, card)
+}
+
+/// Write tokens as `.npy` int64 `[rows, cols]`.
+fn write_tokens(path: &Path, rows: &[Vec<i32>], cols: usize) -> Result<()> {
+    let fail = |e: std::io::Error| file_error(path, format!("cannot write the tokens: {e}"));
+    let file = std::fs::File::create(path).map_err(fail)?;
+    let mut w = npyz::WriteOptions::<i64>::new()
+        .default_dtype()
+        .shape(&[rows.len() as u64, cols as u64])
+        .writer(std::io::BufWriter::new(file))
+        .begin_nd()
+        .map_err(fail)?;
+    w.extend(rows.iter().flatten().map(|&t| t as i64)).map_err(fail)?;
+    w.finish().map_err(fail)
+}
+
+async fn converse(a: &ConverseArgs) -> Result<()> {
+    let config = lm_config(a.lm_config.as_deref(), || Ok(LmConfig::default()))?;
+    let users = config.user_streams();
+    let npy_input = is_npy(&a.input);
+    let output = match (&a.output, a.no_audio) {
+        (Some(_), true) => return Err(Error::Input("--no-audio writes no WAV: drop OUTPUT or --no-audio".into())),
+        (None, false) => return Err(Error::Input("give an OUTPUT.wav for Moshi's reply, or --no-audio".into())),
+        (o, _) => o.clone(),
+    };
+    if a.max_frames == Some(0) {
+        return Err(Error::Input("--max-frames must be at least 1".into()));
+    }
+
+    // What Mimi must do, checked against the LM before anything heavy is loaded.
+    let mimi_config = if npy_input && a.no_audio {
+        None
+    } else {
+        let mc = match &a.mimi_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| file_error(path, format!("cannot read the Mimi config: {e}")))?;
+                MimiConfig::from_json(&text)?
+            }
+            None => MimiConfig::default(),
+        };
+        let n = mc.num_codebooks;
+        if !npy_input && n != users {
+            return Err(config_error(
+                "num_codebooks",
+                format!("Mimi codes {n} codebooks per frame, the LM takes {users} user streams (n_q - dep_q)"),
+            ));
+        }
+        if !a.no_audio && n != config.dep_q {
+            return Err(config_error(
+                "num_codebooks",
+                format!("Mimi decodes {n} codebooks per frame, the LM generates dep_q = {}", config.dep_q),
+            ));
+        }
+        if config.card > mc.quantizer.bins {
+            return Err(config_error(
+                "card",
+                format!("the LM's audio card {} is larger than Mimi's {} bins", config.card, mc.quantizer.bins),
+            ));
+        }
+        Some(mc)
+    };
+    let mimi_path = match (&mimi_config, &a.mimi) {
+        (Some(_), None) => {
+            let why = if npy_input { "to decode Moshi's reply (or pass --no-audio)" } else { "to encode the WAV input" };
+            return Err(Error::Input(format!("--mimi MIMI.safetensors is needed {why}")));
+        }
+        (_, path) => path.clone(),
+    };
+
+    // The user's side: codes now, or the WAV's samples to encode once Mimi is up.
+    let (mut codes, pcm) = if npy_input {
+        (read_user_codes(&a.input, users, config.card)?, None)
+    } else {
+        (Vec::new(), Some(audio::read_wav(&a.input)?))
+    };
+
+    let tokenizer = match &a.tokenizer {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the tokenizer: {e}")))?;
+            Some(TextTokenizer::from_bytes(&bytes).map_err(|e| file_error(path, e))?)
+        }
+        None => None,
+    };
+    let mut text = TextStream::new().skip_padding(config.existing_text_padding_id as u32);
+
+    let sampling = if a.greedy {
+        Sampling::greedy()
+    } else {
+        Sampling {
+            text: StreamSampling { temperature: a.temp_text, top_k: a.top_k_text },
+            audio: StreamSampling { temperature: a.temp_audio, top_k: a.top_k_audio },
+            seed: a.seed,
+        }
+    };
+    for (what, t) in [("--temp-text", a.temp_text), ("--temp-audio", a.temp_audio)] {
+        if !t.is_finite() || t < 0.0 {
+            return Err(Error::Input(format!("{what} must be a finite number >= 0, got {t}")));
+        }
+    }
+
+    let start = Instant::now();
+    let weights = load_lm(&config, &a.lm)?;
+    let ctx = Rc::new(GpuContext::new().await?);
+    let adapter = ctx.info.to_string();
+    let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
+    drop(weights);
+    let mut codec = match (&mimi_config, &mimi_path) {
+        (Some(mc), Some(path)) => Some(Codec::open_on(ctx.clone(), mc, path).await?),
+        _ => None,
+    };
+    let load_s = start.elapsed().as_secs_f64();
+
+    if let (Some(pcm), Some(c)) = (pcm, codec.as_mut()) {
+        let fs = c.mimi.frame_size();
+        let pcm = pad_to_frames(pcm, fs);
+        let n = a.max_frames.map_or(pcm.len() / fs, |m| m.min(pcm.len() / fs));
+        for frame in pcm.chunks_exact(fs).take(n) {
+            codes.push(c.mimi.encode_frame(frame).await?);
+        }
+        c.mimi.reset();
+    }
+    if let Some(m) = a.max_frames {
+        codes.truncate(m);
+    }
+
+    let mut gen = LmGen::new(&config);
+    let mut rows: Vec<Vec<i32>> = Vec::new();
+    let mut reply: Vec<f32> = Vec::new();
+    let (mut lm_s, mut mimi_s) = (0f64, 0f64);
+    let mut stdout = std::io::stdout();
+    let mut said = 0usize;
+    for user in &codes {
+        let t0 = Instant::now();
+        let input = gen.input(user)?;
+        let generated = lm.step(&input).await?;
+        let out = gen.output(&generated);
+        lm_s += t0.elapsed().as_secs_f64();
+        let Some(row) = out else { continue };
+        if !u32::try_from(row[0]).is_ok_and(|id| TextTokenizer::is_padding(id, config.existing_text_padding_id as u32)) {
+            use std::io::Write;
+            let piece = match &tokenizer {
+                Some(tok) => {
+                    let id = u32::try_from(row[0])
+                        .map_err(|_| Error::Input(format!("the LM gave text token {} at reply frame {}", row[0], rows.len())))?;
+                    text.push(tok, id)?
+                }
+                None => format!("{}{}", if said > 0 { " " } else { "" }, row[0]),
+            };
+            let _ = write!(stdout, "{piece}");
+            let _ = stdout.flush();
+            said += 1;
+        }
+        if let Some(c) = codec.as_mut().filter(|_| !a.no_audio) {
+            let t0 = Instant::now();
+            let audio_codes: Vec<u32> = row[1..]
+                .iter()
+                .map(|&t| u32::try_from(t).map_err(|_| Error::Input(format!("the LM gave audio token {t} at reply frame {}", rows.len()))))
+                .collect::<Result<_>>()?;
+            reply.extend(c.mimi.decode_frame(rows.len(), &audio_codes).await?);
+            mimi_s += t0.elapsed().as_secs_f64();
+        }
+        rows.push(row);
+    }
+    println!("{}", text.finish());
+    if let Some(path) = &output {
+        audio::write_wav(path, &reply)?;
+    }
+    if let Some(path) = &a.tokens_out {
+        write_tokens(path, &rows, 1 + config.dep_q)?;
+    }
+    let per = |s: f64, n: usize| 1e3 * s / n.max(1) as f64;
+    eprintln!(
+        "{adapter}: {} frames in, {} frames of reply ({:.2} s), {said} text tokens ({}; padding {} and 0 left out); \
+         loaded in {load_s:.1} s; LM {:.1} ms per frame{}",
+        codes.len(),
+        rows.len(),
+        (rows.len() * 1920) as f64 / audio::SAMPLE_RATE as f64,
+        if tokenizer.is_some() { "as text" } else { "as ids" },
+        config.existing_text_padding_id,
+        per(lm_s, codes.len()),
+        if output.is_some() { format!(", Mimi decode {:.1} ms per frame", per(mimi_s, rows.len())) } else { String::new() },
+    );
+    Ok(())
+}
+
+/// The synthetic user codes of `bench-lm`: frame `t`, stream `k` is
+/// `floor(card * uniform01(seed, t, 1000 + k, 0))`.
+fn bench_user_codes(seed: u32, t: usize, users: usize, card: usize) -> Vec<u32> {
+    (0..users)
+        .map(|k| ((card as f32 * sampler::uniform01(seed, t as u32, 1000 + k as u32, 0)) as u32).min(card as u32 - 1))
+        .collect()
+}
+
+/// `bench-lm`. Times every LMGen frame as it runs (`Lm::step`: one submit, one readback of
+/// `4 (1 + dep_q)` bytes), then the same frames again on a new stream with the temporal part
+/// and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add up
+/// to more than the step. GPU memory is the sum of the buffers the LM holds, not a driver
+/// reading: the Q8_0 linears and f32 tables as uploaded
+/// ([`lm_synthetic::weight_bytes`], from the config) plus the streaming state
+/// (`Lm::state_bytes`: KV rings); activation buffers are not counted.
+async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64, greedy: bool, json: bool) -> Result<()> {
+    if frames == 0 {
+        return Err(Error::Input("--frames must be at least 1".into()));
+    }
+    let config = lm_config(config, || Ok(LmConfig::default()))?;
+    let params = lm_synthetic::parameter_count(&config);
+    let (q8_bytes, f32_bytes) = lm_synthetic::weight_bytes(&config);
+    let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
+
+    let t0 = Instant::now();
+    let weights = LmWeights::synthetic(&config, seed)?;
+    let build_s = t0.elapsed().as_secs_f64();
+    let ctx = Rc::new(GpuContext::new().await?);
+    let t0 = Instant::now();
+    let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
+    let upload_s = t0.elapsed().as_secs_f64();
+    drop(weights);
+    let info = &ctx.info;
+    let (temporal_dispatches, depformer_dispatches) = lm.dispatches();
+    let dispatches = temporal_dispatches + depformer_dispatches;
+    let readback_bytes = 4 * (1 + config.dep_q);
+    let kv_bytes = lm.state_bytes();
+    let users = config.user_streams();
+    let origin = Instant::now();
+    let now = || origin.elapsed().as_secs_f64() * 1e3;
+
+    // The whole step as it runs: one submit, one readback.
+    let mut gen = LmGen::new(&config);
+    let mut step_ms = Vec::with_capacity(frames);
+    for t in 0..warmup + frames {
+        let codes = bench_user_codes(seed as u32, t, users, config.card);
+        let t0 = now();
+        let input = gen.input(&codes)?;
+        let generated = lm.step(&input).await?;
+        gen.output(&generated);
+        if t >= warmup {
+            step_ms.push(now() - t0);
+        }
+    }
+    // The same frames again on a new stream, the temporal part and the depformer submitted
+    // and waited for apart (two submits, two readbacks).
+    lm.reset();
+    let mut gen = LmGen::new(&config);
+    let (mut temporal_ms, mut depformer_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
+    for t in 0..warmup + frames {
+        let codes = bench_user_codes(seed as u32, t, users, config.card);
+        let input = gen.input(&codes)?;
+        let (generated, [tt, td]) = lm.step_timed(&input, now).await?;
+        gen.output(&generated);
+        if t >= warmup {
+            temporal_ms.push(tt);
+            depformer_ms.push(td);
+        }
+    }
+    let elapsed_s = now() / 1e3;
+    let (step, temporal, depformer) = (Stats::of(&step_ms), Stats::of(&temporal_ms), Stats::of(&depformer_ms));
+    let frame_ms = 80.0;
+    let gpu_bytes = q8_bytes + f32_bytes + kv_bytes;
+    let size = |b: u64| {
+        if b >= 1 << 30 {
+            format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+        } else {
+            format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+        }
+    };
+    if json {
+        let v = serde_json::json!({
+            "adapter": info.to_string(),
+            "adapter_name": info.name,
+            "backend": info.backend,
+            "device_type": info.device_type,
+            "config": {
+                "dim": config.dim, "num_layers": config.num_layers, "num_heads": config.num_heads,
+                "hidden": config.hidden(), "context": config.context, "text_card": config.text_card,
+                "card": config.card, "n_q": config.n_q, "dep_q": config.dep_q,
+                "depformer_dim": config.depformer_dim, "depformer_num_layers": config.depformer_num_layers,
+                "depformer_hidden": config.depformer_hidden(),
+            },
+            "parameters": params,
+            "sampling": if greedy { "greedy" } else { "moshi (text T 0.7 top-k 25, audio T 0.8 top-k 250)" },
+            "seed": seed,
+            "frames": frames,
+            "warmup": warmup,
+            "frame_ms": frame_ms,
+            "build_weights_s": build_s,
+            "upload_and_plan_s": upload_s,
+            "dispatches_per_frame": { "temporal": temporal_dispatches, "depformer": depformer_dispatches, "total": dispatches },
+            "submits_per_frame": 1,
+            "readback_bytes_per_frame": readback_bytes,
+            "gpu_bytes": { "q8_linears": q8_bytes, "f32_tables": f32_bytes, "kv_rings": kv_bytes, "total": gpu_bytes },
+            "step_ms": step.json(),
+            "temporal_ms": temporal.json(),
+            "depformer_ms": depformer.json(),
+        });
+        println!("{v:#}");
+    } else {
+        println!("adapter        {info}");
+        println!("adapter name   {}", info.name);
+        println!(
+            "model          dim {} x {} layers, depformer {} x {} layers x {} steps, context {}: {:.3} B parameters",
+            config.dim,
+            config.num_layers,
+            config.depformer_dim,
+            config.depformer_num_layers,
+            config.dep_q,
+            config.context,
+            params as f64 / 1e9
+        );
+        println!("sampling       {}", if greedy { "greedy" } else { "Moshi's (text T 0.7 top-k 25, audio T 0.8 top-k 250)" });
+        println!("build          {build_s:.2} s synthetic Q8_0 weights in memory, {upload_s:.2} s upload and plan");
+        println!(
+            "GPU memory     {}: Q8_0 linears {}, f32 tables {}, KV rings {} (activations not counted)",
+            size(gpu_bytes),
+            size(q8_bytes),
+            size(f32_bytes),
+            size(kv_bytes)
+        );
+        println!(
+            "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer), \
+             1 submit, {readback_bytes} bytes read back"
+        );
+        println!("frames         {frames} timed after {warmup} warm-up, {frame_ms:.0} ms of audio each");
+        println!();
+        println!("{:<15}{:>10}{:>10}{:>10}", "per frame", "p50 ms", "p95 ms", "mean ms");
+        for (name, s) in [("LM step", &step), ("temporal *", &temporal), ("depformer *", &depformer)] {
+            println!("{name:<15}{:>10.2}{:>10.2}{:>10.2}", s.p50, s.p95, s.mean);
+        }
+        println!("{:<15}{:>10.2}", "real-time x", frame_ms / step.mean);
+        println!("* submitted and waited for apart, on a second pass over the same frames");
+    }
+    eprintln!("{info}: benchmarked 2 x {} LM frames in {elapsed_s:.1} s", warmup + frames);
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Encode { codec, input, output } => encode(&codec, &input, &output).await,
@@ -333,6 +848,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Roundtrip { codec, input, output } => roundtrip(&codec, &input, &output).await,
         Command::SyntheticCheckpoint { output, seed } => synthetic_checkpoint(&output, seed),
         Command::Bench { codec, frames, warmup, json } => bench(&codec, frames, warmup, json).await,
+        Command::Converse { args } => converse(&args).await,
+        Command::SyntheticLm { output, config, seed } => synthetic_lm(&output, config.as_deref(), seed),
+        Command::BenchLm { config, frames, warmup, seed, greedy, json } => {
+            bench_lm(config.as_deref(), frames, warmup, seed, greedy, json).await
+        }
     }
 }
 
