@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::moshi::*;
+use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
 use inferencelayer::moshi::LmConfig;
 use inferencelayer::weights::synthetic::{lm_checkpoint, SEED};
 use npyz::WriterBuilder;
@@ -165,15 +166,24 @@ fn converse_greedy_tokens_equal_the_reference() {
 fn converse_short_reply_wav() {
     let (wav, tokens) = (path("short.wav"), path("short_tokens.npy"));
     let codes = golden("moshi_user_codes.npy");
-    let args =
-        ["converse", "--greedy", "--max-frames", "4", "--mimi", mimi(), "--lm", lm(), "--lm-config", LM_CONFIG, "--tokens-out", &tokens, &codes, &wav];
-    run_ok(&args);
+    let spm = golden("spm_test.model");
+    let args = [
+        "converse", "--greedy", "--max-frames", "4", "--tokenizer", &spm, "--mimi", mimi(), "--lm", lm(), "--lm-config", LM_CONFIG,
+        "--tokens-out", &tokens, &codes, &wav,
+    ];
+    let out = run_ok(&args);
     let (spec, len) = wav_spec_and_len(&wav);
     assert_eq!((spec.sample_rate, spec.channels, spec.bits_per_sample), (24_000, 1, 16));
     assert_eq!(len, 3 * FRAME, "3 reply frames of 1920 samples from 4 input frames");
     let (shape, flat) = read_npy_i64(&tokens);
     assert_eq!(shape, [3, 9]);
     assert_eq!(rows(&flat, 9), &lm_golden().tokens[..3]);
+    // stdout: the reply's text through the tokenizer, padding skipped
+    let tok = TextTokenizer::from_bytes(&std::fs::read(&spm).unwrap()).unwrap();
+    let mut stream = TextStream::new().skip_padding(3);
+    let mut want: String = flat.chunks_exact(9).map(|r| stream.push(&tok, r[0] as u32).unwrap()).collect();
+    want += &stream.finish();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
     let pcm: Vec<i16> = hound::WavReader::open(&wav).unwrap().samples::<i16>().map(|s| s.unwrap()).collect();
     assert!(pcm.iter().any(|&s| s != 0), "the reply is not silent");
 }
@@ -272,6 +282,7 @@ fn converse_refuses_bad_input() {
     run_err(&["converse", "--no-audio", "--lm", lm(), "--lm-config", &bad, &codes], &["num_heads"]);
     run_err(&["converse", "--no-audio", "--lm", &codes, "--lm-config", LM_CONFIG, &codes], &["moshi_user_codes.npy", "safetensors"]);
     run_err(&with(&base, &[&path("absent.npy")]), &["absent.npy"]);
+    run_err(&with(&base, &["--tokenizer", LM_CONFIG, &codes]), &["moshi_config.json", "tokenizer"]);
 
     // audio out needs Mimi and an OUTPUT; --no-audio takes none
     run_err(&["converse", "--lm", lm(), "--lm-config", LM_CONFIG, &codes, &path("x.wav")], &["--mimi"]);
