@@ -41,6 +41,7 @@ macro_rules! kernel {
 
 kernel!(CONV_PREP, "conv_prep", [R, RW, U, U]);
 kernel!(CONV1D, "conv1d", [R, R, R, R, RW, U]);
+kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, R, RW, U]);
 kernel!(CONV_CARRY, "conv_carry", [RW, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, R, RW, RW, U]);
 kernel!(COPY, "copy", [R, RW, U]);
@@ -49,7 +50,8 @@ kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
 kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
-kernel!(VQ_ENCODE, "vq_encode", [R, RW, RW, U]);
+kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
+kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, RW, U]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
@@ -60,8 +62,8 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV_PREP, CONV1D, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, VQ_ENCODE, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
+    ROPE_KV, ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).

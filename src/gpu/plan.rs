@@ -325,7 +325,15 @@ impl<'a> PlanBuilder<'a> {
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
-        self.step(&CONV1D, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], threads(spec.out_c * t_out));
+        // Deep, short layers (few outputs, long reductions) get a workgroup per output;
+        // wide, long ones a thread per output.
+        let outputs = spec.out_c * t_out;
+        let reduction = (spec.in_c / spec.groups) * spec.k;
+        if outputs <= 16384 && reduction >= 128 {
+            self.step(&CONV1D_REDUCE, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], grid_for(outputs));
+        } else {
+            self.step(&CONV1D, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], threads(outputs));
+        }
         if tp > 0 {
             let p = ConvCarryParams { c: c as u32, t: t as u32, ta: ta as u32, tp: tp as u32 };
             let pb = self.params(spec.name, &p);
@@ -519,7 +527,8 @@ impl<'a> PlanBuilder<'a> {
 
     /// One residual-VQ level: the nearest entry of level `level` of `codebook`
     /// `[levels, bins, dim]` to `residual` `[dim]` goes to `codes[slot]`; with `subtract`
-    /// the entry is removed from the residual.
+    /// the entry is removed from the residual. Two dispatches: every distance in parallel,
+    /// then the argmin.
     #[allow(clippy::too_many_arguments)]
     pub fn vq_encode(
         &mut self,
@@ -530,7 +539,10 @@ impl<'a> PlanBuilder<'a> {
         codes: &wgpu::Buffer,
         slot: usize,
         subtract: bool,
-    ) {
+    ) -> Result<()> {
+        let dist = self.ctx.zeros(&format!("{label}.dist"), bins)?;
+        let pb = self.params(label, &Count4 { a: level as u32, b: bins as u32, c: dim as u32, d: 0 });
+        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], threads(bins));
         let p = VqEncodeParams {
             level: level as u32,
             bins: bins as u32,
@@ -540,7 +552,8 @@ impl<'a> PlanBuilder<'a> {
             _pad: [0; 3],
         };
         let pb = self.params(label, &p);
-        self.step(&VQ_ENCODE, label.to_string(), &[codebook, residual, codes, &pb], [1, 1]);
+        self.step(&VQ_ARGMIN, format!("{label} argmin"), &[codebook, &dist, residual, codes, &pb], [1, 1]);
+        Ok(())
     }
 
     /// `out[c] = sum_l codebook[l, codes[offset + l], c]` over `levels` levels.

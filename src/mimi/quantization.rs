@@ -147,7 +147,7 @@ impl SplitRvq {
             b.linear(&format!("{}.input_proj", rvq.name), &w, (self.dim, self.input_dim), 1, &latent.buf, 0, &r.buf, 0, LinearOut::Store);
             for l in 0..rvq.levels {
                 let subtract = l + 1 < rvq.levels;
-                b.vq_encode(&format!("{}.layers.{l}", rvq.name), &cb, (l, self.bins, self.dim), &r.buf, codes, slot, subtract);
+                b.vq_encode(&format!("{}.layers.{l}", rvq.name), &cb, (l, self.bins, self.dim), &r.buf, codes, slot, subtract)?;
                 slot += 1;
             }
         }
