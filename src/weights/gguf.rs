@@ -468,7 +468,7 @@ const FIRST_TRY: usize = 24;
 impl GgufStream {
     /// A reader for a file of `total_len` bytes, when known.
     pub fn new(total_len: Option<u64>, limits: Limits) -> Self {
-        let next_try = FIRST_TRY.min(limits.max_header as usize);
+        let next_try = FIRST_TRY.min(usize::try_from(limits.max_header).unwrap_or(usize::MAX));
         Self { limits, total: total_len, state: State::Header { buf: Vec::new(), next_try }, info: None, received: 0 }
     }
 
@@ -558,6 +558,7 @@ impl GgufStream {
                             if n > cap || buf.len() as u64 >= cap {
                                 return Err(over_cap(n.max(buf.len() as u64 + 1), cap));
                             }
+                            // n <= cap here, and cap bytes were allocatable when checked
                             *next_try = (n as usize).max(2 * buf.len()).min(cap as usize);
                         }
                     }

@@ -860,8 +860,10 @@ impl F32Fill<'_> {
     fn emit_part(&mut self, emit: &mut Emit<'_>) -> Result<()> {
         let rows = self.part_rows();
         let next = self.per.min(self.rows - *self.row_start - rows) * self.cols;
-        let data = std::mem::replace(self.d, Vec::with_capacity(next));
+        // hand the part over before the next one is allocated: one part is held at a time
+        let data = std::mem::take(self.d);
         emit(Loaded::F32(Part { index: *self.index, count: self.count, row_start: *self.row_start, rows, data }))?;
+        *self.d = Vec::with_capacity(next);
         *self.index += 1;
         *self.row_start += rows;
         Ok(())
@@ -985,8 +987,11 @@ impl Q8Fill<'_> {
         if self.cur.is_complete() {
             let rows = self.cur.rows;
             let next = self.per.min(self.rows - *self.row_start - rows);
-            let data = std::mem::replace(self.cur, Q8Tensor::with_shape(self.name, next, self.cols)?);
+            // hand the part over before the next one is allocated: one part is held at a time
+            let empty = Q8Tensor { rows: 0, cols: self.cols, quants: Vec::new(), scales: Vec::new() };
+            let data = std::mem::replace(self.cur, empty);
             emit(Loaded::Q8(Part { index: *self.index, count: self.count, row_start: *self.row_start, rows, data }))?;
+            *self.cur = Q8Tensor::with_shape(self.name, next, self.cols)?;
             *self.index += 1;
             *self.row_start += rows;
         }
