@@ -4,9 +4,10 @@
 //   scores   : [t, heads, ring]  scratch
 //   out      : [t, dim]
 //
-// A slot is attended iff it holds a position (not 0xffffffff) with
+// Position pos_k is attended iff its slot (pos_k % ring) still holds it and
 // 0 <= pos_q - pos_k < context, as the reference masks it (StreamingMultiheadAttention with
-// RingKVCache). softmax(q.k * scale) . v, the max subtracted first.
+// RingKVCache). softmax(q.k * scale) . v, the max subtracted first. Scores are indexed by
+// key position from the oldest in the window.
 
 struct Params {
     dim: u32,
@@ -47,20 +48,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let pos_q = frame.pos + r;
     let qo = r * p.dim + h * hd;
     let so = (r * p.heads + h) * p.ring;
+    // Only positions inside the window can be attended: walk those (oldest first) instead of
+    // every slot, so the cost follows the keys present, not the ring's capacity.
+    let window = min(p.context, p.ring);
+    let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
+    let nk = pos_q + 1u - lo;
 
     var lmax = NEG;
-    for (var j = lid; j < p.ring; j += 64u) {
-        let pk = pos_ring[j];
+    for (var i = lid; i < nk; i += 64u) {
+        let pk = lo + i;
+        let slot = pk % p.ring;
         var s = NEG;
-        if (pk != 0xffffffffu && pk <= pos_q && pos_q - pk < p.context) {
-            let ko = j * p.dim + h * hd;
+        if (pos_ring[slot] == pk) {
+            let ko = slot * p.dim + h * hd;
             var acc = 0.0;
-            for (var i = 0u; i < hd; i++) {
-                acc += q[qo + i] * k_ring[ko + i];
+            for (var e = 0u; e < hd; e++) {
+                acc += q[qo + e] * k_ring[ko + e];
             }
             s = acc * p.scale;
         }
-        scores[so + j] = s;
+        scores[so + i] = s;
         lmax = max(lmax, s);
     }
     red[lid] = lmax;
@@ -75,13 +82,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     workgroupBarrier();
 
     var lsum = 0.0;
-    for (var j = lid; j < p.ring; j += 64u) {
-        let s = scores[so + j];
+    for (var i = lid; i < nk; i += 64u) {
+        let s = scores[so + i];
         var e = 0.0;
         if (s > -1.0e38) {
             e = exp(s - gmax);
         }
-        scores[so + j] = e;
+        scores[so + i] = e;
         lsum += e;
     }
     red[lid] = lsum;
@@ -98,8 +105,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
     for (var d = lid; d < hd; d += 64u) {
         var acc = 0.0;
-        for (var j = 0u; j < p.ring; j++) {
-            acc += scores[so + j] * v_ring[j * p.dim + h * hd + d];
+        for (var i = 0u; i < nk; i++) {
+            acc += scores[so + i] * v_ring[((lo + i) % p.ring) * p.dim + h * hd + d];
         }
         out[r * p.dim + h * hd + d] = acc / den;
     }
