@@ -43,10 +43,15 @@ case "${1:-main}" in
   test)
     say "checking the toolchain and system packages (scripts/setup.sh)"
     scripts/setup.sh
+    log=$(mktemp)
     say "native tests (cargo test --release): GPU plans on the adapter wgpu finds, CPU oracles"
-    cargo test --release
+    cargo test --release 2>&1 | tee "$log"
     say "browser tests (wasm-pack test --headless --chrome): WebGPU in headless Chromium"
-    wasm-pack test --headless --chrome --release
+    wasm-pack test --headless --chrome --release 2>&1 | tee -a "$log"
+    # One closing line over both runners.
+    awk '/test result:/ { for (i = 2; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i - 1); if ($i ~ /^failed;?$/) f += $(i - 1) } }
+         END { printf "%d passed, %d failed\n", p, f }' "$log"
+    rm -f "$log"
     ;;
   bench)
     scripts/setup.sh
