@@ -8,13 +8,17 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::OnceLock;
-use std::time::Duration;
 
+use common::cli::*;
 use common::*;
 use inferencelayer::{audio, Error, GpuContext, Mimi, MimiConfig, MimiWeights};
 use npyz::WriterBuilder;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
+
+fn scratch() -> &'static Path {
+    scratch_dir("bad-input")
+}
 
 /// The reference's synthetic checkpoint, made once.
 fn checkpoint() -> &'static [u8] {
@@ -38,27 +42,6 @@ fn rewrite(edit: impl Fn(&str, Dtype, &[usize]) -> Option<(String, Dtype, Vec<us
 
 fn load(bytes: &[u8]) -> inferencelayer::Result<MimiWeights> {
     MimiWeights::from_safetensors(&MimiConfig::default(), bytes)
-}
-
-/// This process's scratch directory, `target/tmp/bad-input-<pid>`; those of earlier runs, untouched
-/// for an hour, are removed.
-fn scratch() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let stale = |e: &std::fs::DirEntry| {
-            let age = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
-            e.file_name().to_string_lossy().starts_with("bad-input-") && age > Some(Duration::from_secs(3600))
-        };
-        for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-            if stale(&e) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-        let dir = root.join(format!("bad-input-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch directory");
-        dir
-    })
 }
 
 fn scratch_file(name: &str, bytes: &[u8]) -> PathBuf {

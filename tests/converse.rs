@@ -12,44 +12,25 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
+use common::cli::*;
 use common::moshi::*;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
 use inferencelayer::moshi::LmConfig;
 use inferencelayer::weights::synthetic::{lm_checkpoint, SEED};
 use npyz::WriterBuilder;
 
-const BIN: &str = env!("CARGO_BIN_EXE_inferencelayer");
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
+
+fn scratch() -> &'static Path {
+    scratch_dir("converse")
+}
 /// Rows through which greedy tokens must equal the reference's (see tests/moshi_parity.rs:
 /// after row 44 the reference's own top-2 margin is inside f32 summation noise).
 const EXACT_ROWS: usize = 44;
 const FRAME: u32 = 1920;
-
-/// This process's scratch directory, `target/tmp/converse-<pid>`; those of earlier runs,
-/// untouched for an hour, are removed.
-fn scratch() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let stale = |e: &std::fs::DirEntry| {
-            let age = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
-            e.file_name().to_string_lossy().starts_with("converse-") && age > Some(Duration::from_secs(3600))
-        };
-        for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-            if stale(&e) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-        let dir = root.join(format!("converse-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch directory");
-        dir
-    })
-}
 
 fn path(name: &str) -> String {
     scratch().join(name).display().to_string()
@@ -57,33 +38,6 @@ fn path(name: &str) -> String {
 
 fn golden(name: &str) -> String {
     format!("{GOLDEN}/{name}")
-}
-
-fn run(args: &[&str]) -> Output {
-    let start = Instant::now();
-    let out = Command::new(BIN).args(args).output().expect("run inferencelayer");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("$ inferencelayer {} ({:.1} s)\n{stderr}", args.join(" "), start.elapsed().as_secs_f64());
-    assert!(!stderr.contains("panicked"), "the binary panicked: {stderr}");
-    out
-}
-
-fn run_ok(args: &[&str]) -> Output {
-    let out = run(args);
-    assert!(out.status.success(), "inferencelayer {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-/// Runs, expects status 1 and an `error: ` line containing every one of `needles`.
-fn run_err(args: &[&str], needles: &[&str]) {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "inferencelayer {args:?} should fail with status 1: {stderr}");
-    let line =
-        stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no `error: ` line in {stderr}"));
-    for n in needles {
-        assert!(line.contains(n), "`{line}` should mention `{n}`");
-    }
 }
 
 /// The reference's LM checkpoint, written by `inferencelayer synthetic-lm`.
@@ -128,11 +82,6 @@ fn write_npy_i64(path: &str, shape: &[u64], values: &[i64]) {
         .expect("npy header");
     w.extend(values.iter().copied()).expect("npy data");
     w.finish().expect("npy finish");
-}
-
-fn wav_spec_and_len(path: &str) -> (hound::WavSpec, u32) {
-    let r = hound::WavReader::open(path).expect("output WAV");
-    (r.spec(), r.len())
 }
 
 const LM_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/moshi_config.json");

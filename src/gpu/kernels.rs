@@ -19,7 +19,7 @@ pub enum Binding {
 }
 
 /// One WGSL kernel: a name (its file stem and pipeline label), its source and its bindings
-/// in `@binding` order (all in `@group(0)`; the entry point is always `main`).
+/// in binding order (all in bind group 0; the entry point is always `main`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,

@@ -3,6 +3,8 @@
 //! checkpoint regenerated from the same seed, and the parity gates.
 #![allow(dead_code)]
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cli;
 pub mod moshi;
 
 use inferencelayer::weights::synthetic::{self, CodebookStats};
