@@ -75,6 +75,7 @@ impl Error {
     pub(crate) fn config(field: impl Into<String>, why: impl fmt::Display) -> Self {
         Error::Config { field: field.into(), why: why.to_string() }
     }
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn file(path: impl fmt::Display, why: impl fmt::Display) -> Self {
         Error::File { path: path.to_string(), why: why.to_string() }
     }
