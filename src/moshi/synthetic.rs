@@ -22,33 +22,7 @@ use super::lm::LmWeights;
 use super::transformer::{Layer, LmTransformer, Q8Linear, StepWeights};
 use crate::error::{Error, Result};
 use crate::weights::q8::{quantize_block, Q8Tensor, BLOCK};
-
-/// The element hash of `weights::synthetic` (`tests/reference/README.md`): FNV-1a 64 of the
-/// tensor name xor the seed, then splitmix64 of the index; `u` uniform in [0, 1) on a 2^-24
-/// grid, `s = 2 u - 1`.
-#[derive(Clone, Copy)]
-struct Stream {
-    key: u64,
-}
-
-impl Stream {
-    fn new(name: &str, seed: u64) -> Self {
-        let mut h: u64 = 0xcbf29ce484222325;
-        for &b in name.as_bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-        }
-        Self { key: h ^ seed }
-    }
-
-    #[inline(always)]
-    fn s(&self, i: usize) -> f64 {
-        let mut z = self.key.wrapping_add((i as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^= z >> 31;
-        2.0 * ((z >> 40) as f64 / (1u64 << 24) as f64) - 1.0
-    }
-}
+use crate::weights::synthetic::Stream;
 
 /// Fewest elements worth a thread of their own.
 #[cfg(not(target_arch = "wasm32"))]

@@ -21,23 +21,27 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
-/// The hash stream of one tensor: `u(i)` uniform in [0, 1) on a 2^-24 grid.
-struct Stream {
+/// The hash stream of one tensor (`tests/reference/README.md`): `u(i)` uniform in [0, 1) on
+/// a 2^-24 grid, `s(i) = 2 u(i) - 1`. Shared by every synthetic weight generator.
+#[derive(Clone, Copy)]
+pub(crate) struct Stream {
     key: u64,
 }
 
 impl Stream {
-    fn new(name: &str, seed: u64) -> Self {
+    pub(crate) fn new(name: &str, seed: u64) -> Self {
         Self { key: fnv1a64(name.as_bytes()) ^ seed }
     }
-    fn u(&self, i: usize) -> f64 {
+    #[inline(always)]
+    pub(crate) fn u(&self, i: usize) -> f64 {
         let mut z = self.key.wrapping_add((i as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15));
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
         z ^= z >> 31;
         (z >> 40) as f64 / (1u64 << 24) as f64
     }
-    fn s(&self, i: usize) -> f64 {
+    #[inline(always)]
+    pub(crate) fn s(&self, i: usize) -> f64 {
         2.0 * self.u(i) - 1.0
     }
 }
