@@ -169,6 +169,23 @@ pub trait Sink {
     fn end(&mut self, tensor: &TensorEntry) -> Result<()>;
 }
 
+/// A checkpoint consumer fed from any byte source (a `fetch` body, a file, a resumed
+/// download): the file's bytes arrive through [`ByteSink::push`] in file order, in chunks of
+/// any size, each byte exactly once; [`ByteSink::finish`] says the source has ended. This is
+/// the seam between the sources (which handle the network, retries and caching) and the
+/// model loaders (which parse and place the tensors); neither knows the other.
+pub trait ByteSink {
+    /// The next bytes of the file. An error stops the load: the caller drops the sink and
+    /// keeps nothing of it.
+    fn push(&mut self, chunk: &[u8]) -> Result<()>;
+    /// The source has ended: refuse a truncated or otherwise incomplete file.
+    fn finish(&mut self) -> Result<()>;
+    /// The tensor being read (or next to be read), for progress reports.
+    fn current_tensor(&self) -> Option<&str> {
+        None
+    }
+}
+
 pub(crate) fn stream_err(format: &'static str, offset: u64, tensor: Option<&str>, why: impl fmt::Display) -> Error {
     Error::Stream { format, offset, tensor: tensor.map(str::to_string), why: why.to_string() }
 }
