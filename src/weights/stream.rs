@@ -1239,3 +1239,127 @@ impl<E: FnMut(&TensorEntry, Loaded) -> Result<()>> Sink for Loader<E> {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Either format, as a ByteSink.
+
+enum Format {
+    /// Fewer than 4 bytes seen: the magic is not known yet.
+    Unknown(Vec<u8>),
+    Safetensors(SafetensorsStream),
+    Gguf(gguf::GgufStream),
+}
+
+/// A checkpoint file of either format read as it streams, handing its tensors to `sink`
+/// (usually a [`Loader`]): a GGUF file is told by its magic `GGUF` in the first 4 bytes,
+/// anything else is read as safetensors. A [`ByteSink`], so any byte source can drive it.
+pub struct CheckpointReader<S: Sink> {
+    format: Format,
+    total: Option<u64>,
+    limits: Limits,
+    sha256: Option<[u8; 32]>,
+    sink: S,
+}
+
+impl<S: Sink> CheckpointReader<S> {
+    /// A reader for a file of `total_len` bytes (when known), feeding `sink`.
+    pub fn new(total_len: Option<u64>, limits: Limits, sink: S) -> Self {
+        Self { format: Format::Unknown(Vec::with_capacity(4)), total: total_len, limits, sha256: None, sink }
+    }
+
+    /// Also check a safetensors file's SHA-256 against `digest` while it streams (see
+    /// [`SafetensorsStream::verify_sha256`]); a GGUF file is refused with this set.
+    pub fn verify_sha256(mut self, digest: [u8; 32]) -> Self {
+        self.sha256 = Some(digest);
+        self
+    }
+
+    /// The sink, to take its results once [`ByteSink::finish`] has returned `Ok`.
+    pub fn into_sink(self) -> S {
+        self.sink
+    }
+
+    /// The sink, borrowed.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// Which format the file turned out to be, once its first 4 bytes arrived.
+    pub fn format_name(&self) -> Option<&'static str> {
+        match self.format {
+            Format::Unknown(_) => None,
+            Format::Safetensors(_) => Some(ST),
+            Format::Gguf(_) => Some("GGUF"),
+        }
+    }
+
+    fn decide(&mut self, first: &[u8]) -> Result<()> {
+        self.format = if first == gguf::GGUF_MAGIC.to_le_bytes() {
+            if self.sha256.is_some() {
+                return Err(stream_err("GGUF", 0, None, "SHA-256 verification is only offered for safetensors files"));
+            }
+            Format::Gguf(gguf::GgufStream::new(self.total, self.limits))
+        } else {
+            let s = SafetensorsStream::new(self.total, self.limits);
+            Format::Safetensors(match self.sha256 {
+                Some(d) => s.verify_sha256(d),
+                None => s,
+            })
+        };
+        Ok(())
+    }
+}
+
+impl<S: Sink> ByteSink for CheckpointReader<S> {
+    fn push(&mut self, mut chunk: &[u8]) -> Result<()> {
+        if let Format::Unknown(buf) = &mut self.format {
+            let take = (4 - buf.len()).min(chunk.len());
+            buf.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if buf.len() < 4 {
+                return Ok(());
+            }
+            let first = std::mem::take(buf);
+            self.decide(&first)?;
+            self.push_known(&first)?;
+        }
+        self.push_known(chunk)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if let Format::Unknown(buf) = &self.format {
+            // Too short for either format: let the safetensors reader name the truncation.
+            let first = buf.clone();
+            self.decide(&[0; 4])?;
+            let mut s = SafetensorsStream::new(self.total, self.limits);
+            s.push(&first, &mut self.sink)?;
+            return s.finish(&mut self.sink);
+        }
+        match &mut self.format {
+            Format::Safetensors(s) => s.finish(&mut self.sink),
+            Format::Gguf(g) => g.finish(&mut self.sink),
+            Format::Unknown(_) => Ok(()),
+        }
+    }
+
+    fn current_tensor(&self) -> Option<&str> {
+        match &self.format {
+            Format::Safetensors(s) => s.current_tensor(),
+            Format::Gguf(g) => g.current_tensor(),
+            Format::Unknown(_) => None,
+        }
+    }
+}
+
+impl<S: Sink> CheckpointReader<S> {
+    fn push_known(&mut self, chunk: &[u8]) -> Result<()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match &mut self.format {
+            Format::Safetensors(s) => s.push(chunk, &mut self.sink),
+            Format::Gguf(g) => g.push(chunk, &mut self.sink),
+            Format::Unknown(_) => Ok(()),
+        }
+    }
+}
