@@ -13,6 +13,7 @@ pub mod config;
 pub mod conv;
 pub mod quantization;
 pub mod seanet;
+pub mod synthetic;
 pub mod transformer;
 
 mod codec;

@@ -79,6 +79,11 @@ enum Command {
     SyntheticCheckpoint {
         /// Safetensors file to write.
         output: PathBuf,
+        /// Codec configuration (JSON, Kyutai's `_mimi_config` keys; missing keys take the
+        /// released values) for a reduced geometry; its codebooks are calibrated on the
+        /// built-in speech clip [default: the released geometry, the reference's statistics].
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// Seed of the weights.
         #[arg(long, default_value_t = synthetic::SEED)]
         seed: u64,
@@ -339,16 +344,26 @@ async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()>
     Ok(())
 }
 
-fn synthetic_checkpoint(output: &Path, seed: u64) -> Result<()> {
-    let config = MimiConfig::default();
-    let stats = npyz::NpyFile::new(CODEBOOK_STATS_NPY)
-        .and_then(|f| f.into_vec::<f32>())
-        .map_err(|e| Error::Input(format!("embedded codebook statistics: {e}")))?;
-    let dim = config.quantizer.dimension;
-    let stats = CodebookStats { dim, rows: stats };
-    let specs = config.tensor_specs();
+fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
     let start = Instant::now();
-    let bytes = synthetic::checkpoint(&specs, seed, &stats)?;
+    let (specs, bytes) = match config {
+        None => {
+            let config = MimiConfig::default();
+            let stats = npyz::NpyFile::new(CODEBOOK_STATS_NPY)
+                .and_then(|f| f.into_vec::<f32>())
+                .map_err(|e| Error::Input(format!("embedded codebook statistics: {e}")))?;
+            let stats = CodebookStats { dim: config.quantizer.dimension, rows: stats };
+            let specs = config.tensor_specs();
+            let bytes = synthetic::checkpoint(&specs, seed, &stats)?;
+            (specs, bytes)
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the config: {e}")))?;
+            let config = MimiConfig::from_json(&text)?;
+            let bytes = inferencelayer::mimi::synthetic::calibrated_checkpoint(&config, seed, &bench_signal()?)?;
+            (config.tensor_specs(), bytes)
+        }
+    };
     std::fs::write(output, &bytes).map_err(|e| file_error(output, format!("cannot write the checkpoint: {e}")))?;
     eprintln!(
         "wrote a synthetic Mimi checkpoint (seed {seed}, {} tensors, {:.0} MB) in {:.1} s",
@@ -846,7 +861,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Encode { codec, input, output } => encode(&codec, &input, &output).await,
         Command::Decode { codec, input, output } => decode(&codec, &input, &output).await,
         Command::Roundtrip { codec, input, output } => roundtrip(&codec, &input, &output).await,
-        Command::SyntheticCheckpoint { output, seed } => synthetic_checkpoint(&output, seed),
+        Command::SyntheticCheckpoint { output, config, seed } => synthetic_checkpoint(&output, config.as_deref(), seed),
         Command::Bench { codec, frames, warmup, json } => bench(&codec, frames, warmup, json).await,
         Command::Converse { args } => converse(&args).await,
         Command::SyntheticLm { output, config, seed } => synthetic_lm(&output, config.as_deref(), seed),
