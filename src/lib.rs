@@ -9,17 +9,23 @@
 //!   GPU plans and as the CPU oracle;
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
+//! - [`resample`]: streaming sample-rate conversion (the device's rate to and from 24 kHz);
+//! - [`web`] (wasm32): the browser bindings the worker of the web app drives;
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool.
 
 pub mod error;
 pub mod gpu;
 pub mod mimi;
 pub mod moshi;
+pub mod resample;
 pub mod session;
 pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod audio;
+
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, Result};
 pub use gpu::GpuContext;

@@ -63,6 +63,20 @@ impl Session {
         self.step_codes(user).await
     }
 
+    /// [`Self::step`], also giving the milliseconds `now` (a clock in ms) saw for Mimi's
+    /// encode (submit and codes readback) and for the LM step with Mimi's decode (submit and
+    /// both readbacks): `[encode, lm_and_decode]`.
+    pub async fn step_timed(&mut self, pcm: &[f32], now: impl Fn() -> f64) -> Result<(Option<SessionFrame>, [f64; 2])> {
+        let t0 = now();
+        let codes = self.mimi.encode_frame(pcm).await?;
+        let t1 = now();
+        let user = codes.get(..self.user_streams).ok_or_else(|| {
+            Error::Input(format!("the codec gave {} codes, the LM takes {} user streams", codes.len(), self.user_streams))
+        })?;
+        let out = self.step_codes(user).await?;
+        Ok((out, [t1 - t0, now() - t1]))
+    }
+
     /// One frame given the user's audio codes directly (`n_q - dep_q` codes below `card`).
     pub async fn step_codes(&mut self, user_codes: &[u32]) -> Result<Option<SessionFrame>> {
         let input = self.gen.input(user_codes)?;
