@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # inferencelayer's one entry point.
-#   ./build.sh          set everything up, then run the main job: a synthetic Mimi checkpoint
-#                       (offline, no download), a real speech clip through the GPU codec and
-#                       back (out/roundtrip.wav), and the per-frame benchmark
+#   ./build.sh          set everything up, build the web app (the wasm package, the npm
+#                       package's JS, the small synthetic model in www/models/), then serve
+#                       the demo page with cross-origin isolation and print its URL
 #   ./build.sh test     set everything up, then run every test: native (cargo test, on
-#                       lavapipe without a GPU) and in headless Chromium on WebGPU
+#                       lavapipe without a GPU), in headless Chromium on WebGPU, and the web
+#                       app end to end (Playwright)
+#   ./build.sh codec    a synthetic Mimi checkpoint at the released geometry, a real speech
+#                       clip through the GPU codec and back (out/roundtrip.wav), a benchmark
 #   ./build.sh bench    the benchmarks, natively and in headless Chromium
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -29,9 +32,56 @@ checkpoint() {
   fi
 }
 
+# The web app: the wasm package (wasm-pack --target web) completed into the npm package
+# (pkg/: JS API, worker, worklet, types, exports), copied to www/pkg/, and the small synthetic
+# model (a reduced Mimi and LM, www/config/*.json) with a tokenizer in www/models/.
+web_app() {
+  say "building the native tool (cargo build --release)"
+  cargo build --release --quiet --bin inferencelayer
+  mkdir -p www/models
+  if [ ! -f www/models/moshi.safetensors ] || [ www/config/moshi-small.json -nt www/models/moshi.safetensors ] \
+     || [ www/config/mimi-small.json -nt www/models/mimi.safetensors ]; then
+    say "writing the small synthetic model into www/models/ (seeded random weights)"
+    "$BIN" synthetic-checkpoint --config www/config/mimi-small.json www/models/mimi.safetensors
+    "$BIN" synthetic-lm --config www/config/moshi-small.json www/models/moshi.safetensors
+  fi
+  cp www/config/mimi-small.json www/models/mimi.json
+  cp www/config/moshi-small.json www/models/moshi.json
+  cp tests/golden/spm_test.model www/models/tokenizer.model
+  say "building the wasm package (wasm-pack build --release --target web) into pkg/"
+  wasm-pack --quiet build --release --target web --out-dir pkg --out-name inferencelayer
+  node scripts/package.mjs pkg
+  rm -rf www/pkg && cp -r pkg www/pkg
+}
+
+# Real speech for the fake microphone of the end-to-end test: the golden clip and the ALSA
+# recordings, 48 kHz mono, repeated to 86 s.
+e2e_speech() {
+  [ -f out/e2e-speech.wav ] && return
+  mkdir -p out
+  local t; t=$(mktemp -d)
+  local i=0
+  for f in tests/golden/mimi_input.wav /usr/share/sounds/alsa/{Front_Center,Front_Left,Front_Right,Rear_Center,Rear_Left,Rear_Right,Side_Left,Side_Right}.wav; do
+    sox "$f" -r 48000 -c 1 -b 16 "$t/$i.wav"
+    i=$((i + 1))
+  done
+  sox "$t"/?.wav "$t/once.wav"
+  sox "$t/once.wav" "$t/once.wav" "$t/once.wav" "$t/once.wav" "$t/once.wav" "$t/once.wav" out/e2e-speech.wav
+  rm -r "$t"
+}
+
 case "${1:-main}" in
   main)
     say "checking the toolchain and system packages (scripts/setup.sh)"
+    scripts/setup.sh
+    web_app
+    PORT="${PORT:-8080}"
+    say "serving the demo (Ctrl-C to stop):"
+    say "  http://127.0.0.1:$PORT/?model=synthetic   the small synthetic model, offline"
+    say "  http://127.0.0.1:$PORT/                   Kyutai's published weights from the Hugging Face hub"
+    exec node scripts/serve.mjs www "$PORT"
+    ;;
+  codec)
     scripts/setup.sh
     checkpoint
     say "speech through Mimi on the GPU and back: tests/golden/mimi_input.wav -> out/roundtrip.wav"
@@ -48,8 +98,14 @@ case "${1:-main}" in
     cargo test --release 2>&1 | tee "$log"
     say "browser tests (wasm-pack test --headless --chrome): WebGPU in headless Chromium"
     wasm-pack test --headless --chrome --release 2>&1 | tee -a "$log"
+    # The web app end to end: Playwright drives headless Chromium on the demo page.
+    say "web app end to end (node --test tests/e2e/): codec loopback and full-duplex Moshi in headless Chromium"
+    web_app
+    e2e_speech
+    node --test tests/e2e/ 2>&1 | tee -a "$log"
     # One closing line over both runners.
     awk '/test result:/ { for (i = 2; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i - 1); if ($i ~ /^failed;?$/) f += $(i - 1) } }
+         /^# pass [0-9]+$/ { p += $3 } /^# fail [0-9]+$/ { f += $3 }
          END { printf "%d passed, %d failed\n", p, f }' "$log"
     rm -f "$log"
     ;;
@@ -62,7 +118,7 @@ case "${1:-main}" in
     wasm-pack test --headless --chrome --release --test web_bench -- --include-ignored
     ;;
   *)
-    echo "usage: ./build.sh [main|test|bench]" >&2
+    echo "usage: ./build.sh [main|test|codec|bench]" >&2
     exit 2
     ;;
 esac

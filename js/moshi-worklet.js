@@ -8,7 +8,8 @@
 // samples fade out, an underrun is counted, `extra` grows by 5 ms (up to 80 ms) and playback
 // waits to rebuffer; when more than two frames plus `extra` are waiting, the oldest are
 // dropped back to one frame plus `extra` and an overrun is counted. Playback resumes with a
-// fade-in. Neither ever stops the session.
+// fade-in. Neither ever stops the session. While draining (control 2) it plays what is left
+// and captures nothing.
 
 import { SampleRing, STAT } from "./ring.js";
 
@@ -29,20 +30,23 @@ class MoshiProcessor extends AudioWorkletProcessor {
     this.playing = false;
     this.fadeIn = 0;
     this.scratch = new Float32Array(128);
+    this.warm = ms(500);
     Atomics.store(this.stats, STAT.targetMs, 10);
+    Atomics.store(this.stats, STAT.warmUnderruns, -1);
   }
 
   process(inputs, outputs) {
     const s = this.stats;
-    if (Atomics.load(s, STAT.control) !== 1) {
+    const control = Atomics.load(s, STAT.control);
+    if (control !== 1 && control !== 2) {
       const out = outputs[0];
       for (let c = 0; c < out.length; c++) out[c].fill(0);
-      return Atomics.load(s, STAT.control) !== -1;
+      return control !== -1;
     }
     Atomics.add(s, STAT.quanta, 1);
 
     // Capture: channel 0 of the microphone into the input ring.
-    const mic = inputs[0] && inputs[0][0];
+    const mic = control === 1 && inputs[0] && inputs[0][0];
     if (mic) {
       const wrote = this.input.push(mic);
       Atomics.add(s, STAT.captured, mic.length);
@@ -78,12 +82,14 @@ class MoshiProcessor extends AudioWorkletProcessor {
         // Ran dry: fade out what there was, rebuffer with a larger margin.
         for (let i = 0; i < got; i++) ch[i] *= (got - i) / got;
         for (let i = got; i < n; i++) ch[i] = 0;
+        Atomics.add(s, STAT.silence, n - got);
         this.playing = false;
         this.extra = Math.min(this.extra + this.step, this.maxExtra);
         Atomics.add(s, STAT.underruns, 1);
         Atomics.store(s, STAT.targetMs, Math.round((this.extra * 1000) / sampleRate));
       }
-      Atomics.add(s, STAT.played, got);
+      const played = Atomics.add(s, STAT.played, got) + got;
+      if (played >= this.warm && Atomics.load(s, STAT.warmUnderruns) < 0) Atomics.store(s, STAT.warmUnderruns, Atomics.load(s, STAT.underruns));
       let peak = 0;
       for (let i = 0; i < got; i++) peak = Math.max(peak, Math.abs(ch[i]));
       if (peak > 1e-3) Atomics.add(s, STAT.audible, 1);

@@ -68,7 +68,7 @@ export class SampleRing {
 // Counters shared by the worklet (which writes them) and the worker and page (which read
 // them): an Int32Array over a SharedArrayBuffer, indexed by these names.
 export const STAT = Object.freeze({
-  control: 0, // written by the page: 1 = run, 0 = stop capturing and playing
+  control: 0, // written by the page: 1 = run, 2 = drain (play what is left, capture nothing), 0 = off
   captured: 1, // device-rate samples the microphone gave the worklet
   captureDropped: 2, // of those, samples the input ring had no room for
   played: 3, // device-rate samples played from the output ring
@@ -80,6 +80,7 @@ export const STAT = Object.freeze({
   targetMs: 9, // the jitter buffer's current start threshold beyond one frame, in ms
   quanta: 10, // render quanta processed
   audible: 11, // output quanta with a sample above -60 dBFS
+  warmUnderruns: 12, // underruns before the first 0.5 s of playback (warm-up); -1 until then
   length: 16,
 });
 

@@ -39,3 +39,15 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
   # Not --locked: its lock file pins a webpki-roots release the registry may not serve.
   cargo install --quiet wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 fi
+
+# Node.js runs the demo's server and the end-to-end test; Playwright (playwright-core, pinned in
+# tests/e2e/package-lock.json) drives Debian's chromium, so it downloads no browser.
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: installing Node.js"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+if [ ! -f tests/e2e/node_modules/playwright-core/package.json ]; then
+  echo "setup: installing playwright-core into tests/e2e (npm ci)"
+  (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+fi

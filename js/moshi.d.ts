@@ -1,0 +1,152 @@
+// Types of inferencelayer's JavaScript API (moshi.js).
+
+/** A weight file: a URL (fetched by the worker) or a File/Blob the user picked. */
+export type Source = string | URL | Blob;
+
+/** A config: Kyutai's keys as an object or JSON text. */
+export type Config = string | Record<string, unknown>;
+
+export interface Progress {
+  /** "mimi", "lm" or "tokenizer". */
+  file: string;
+  /** Bytes so far. */
+  loaded: number;
+  /** Bytes in all (0 when the server did not say). */
+  total: number;
+}
+
+export interface LoadOptions {
+  mimi: Source;
+  lm: Source;
+  tokenizer?: Source;
+  /** Omitted: the released Mimi. */
+  mimiConfig?: Config;
+  /** Omitted: Moshi 7B. */
+  lmConfig?: Config;
+  /** Seed of Moshi's sampling (text temperature 0.7 top-k 25, audio 0.8 top-k 250). */
+  seed?: number;
+  /** Greedy decoding instead of sampling. */
+  greedy?: boolean;
+  onProgress?: (p: Progress) => void;
+  signal?: AbortSignal;
+}
+
+export interface LoadedInfo {
+  /** The WebGPU adapter, in words. */
+  adapter: string;
+  /** Samples per frame at 24 kHz (1920). */
+  frameSize: number;
+  numCodebooks?: number;
+}
+
+export interface TextEventDetail {
+  frame: number;
+  /** Moshi's text token id. */
+  token: number;
+  /** Its decoded piece ("" for padding or without a tokenizer). */
+  text: string;
+}
+
+export interface FrameEventDetail {
+  frame: number;
+  /** Mimi encode with its readback, ms. */
+  encodeMs: number;
+  /** LM step and Mimi decode with their readbacks (loopback: Mimi decode), ms. */
+  stepMs: number;
+  /** The whole frame in the worker, ms. */
+  totalMs: number;
+  /** Captured audio waiting for the core when the frame began, ms. */
+  lagMs: number;
+}
+
+export interface StartOptions {
+  /** "moshi" (default): full duplex; "loopback": microphone -> Mimi -> speakers. */
+  mode?: "moshi" | "loopback";
+  /** Use this context (at the device's rate) instead of a new one. */
+  audioContext?: AudioContext;
+  /** Where the output goes (default: the context's destination). */
+  destination?: AudioNode;
+  /** Loopback only: record this many frames for `cpuCheck()`. */
+  record?: number;
+}
+
+/** Counters of the audio path, in device-rate samples unless named otherwise. */
+export interface AudioStats {
+  sampleRate: number;
+  mode: string;
+  captured: number;
+  captureDropped: number;
+  played: number;
+  underruns: number;
+  overruns: number;
+  dropped: number;
+  silence: number;
+  buffered: number;
+  targetMs: number;
+  quanta: number;
+  audible: number;
+  /** Underruns during the first 0.5 s of playback (warm-up); -1 before it ends. */
+  warmUnderruns: number;
+}
+
+export interface CoreCounts {
+  /** Device-rate samples the worker took from the input ring. */
+  popped: number;
+  /** Those, resampled to 24 kHz. */
+  resampled: number;
+  /** Frames run through the core. */
+  frames: number;
+  /** Frames of audio written to the output ring. */
+  outputFrames: number;
+  /** Device-rate samples written to the output ring. */
+  outputSamples: number;
+  /** Samples the output ring had no room for. */
+  outputDropped: number;
+  textEvents: number;
+  record: boolean;
+}
+
+export interface Support {
+  ok: boolean;
+  webgpu: boolean;
+  isolated: boolean;
+  worklet: boolean;
+  /** Plain sentences saying what is missing. */
+  problems: string[];
+}
+
+export declare const MIC_CONSTRAINTS: MediaStreamConstraints;
+export declare const STAT: Readonly<Record<string, number>>;
+export declare function support(): Support;
+
+export interface MoshiEventMap {
+  text: CustomEvent<TextEventDetail>;
+  frame: CustomEvent<FrameEventDetail>;
+  progress: CustomEvent<Progress>;
+  error: CustomEvent<{ message: string }>;
+}
+
+export declare class Moshi extends EventTarget {
+  constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL });
+  load(options: LoadOptions): Promise<LoadedInfo>;
+  loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;
+  start(stream?: MediaStream, options?: StartOptions): Promise<{ sampleRate: number }>;
+  stop(options?: { drainMs?: number }): Promise<{ worklet: AudioStats; core: CoreCounts } | null>;
+  stats(): AudioStats | null;
+  frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
+  reset(): Promise<void>;
+  cpuCheck(): Promise<{ frames: number; input: Float32Array; gpuCodes: Uint32Array; gpuPcm: Float32Array; cpuCodes: Uint32Array; cpuPcm: Float32Array }>;
+  dispose(): Promise<void>;
+  addEventListener<K extends keyof MoshiEventMap>(type: K, listener: (ev: MoshiEventMap[K]) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+}
+
+export declare class MimiCodec {
+  static create(options: { mimi: Source; mimiConfig?: Config; onProgress?: (p: Progress) => void; signal?: AbortSignal; workerUrl?: string | URL }): Promise<MimiCodec>;
+  readonly frameSize: number;
+  readonly numCodebooks: number;
+  encode(pcm: Float32Array | number[]): Promise<Uint32Array>;
+  decode(codes: Uint32Array | number[]): Promise<Float32Array>;
+  reset(): Promise<void>;
+  dispose(): void;
+}

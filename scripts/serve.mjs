@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// A static file server for the web app: every response carries the cross-origin isolation
+// headers (COOP same-origin, COEP require-corp, CORP same-origin) that SharedArrayBuffer
+// needs, the right MIME types for wasm and ES modules, and byte ranges (resumable weight
+// downloads). No dependencies.
+//   node scripts/serve.mjs [ROOT=www] [PORT=8080]   (PORT 0: any free port; prints the URL)
+import { createServer } from "node:http";
+import { createReadStream, promises as fs } from "node:fs";
+import { extname, join, normalize, resolve } from "node:path";
+
+const root = resolve(process.argv[2] || "www");
+const port = Number(process.argv[3] ?? 8080);
+const types = {
+  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8", ".json": "application/json", ".wasm": "application/wasm", ".wav": "audio/wav",
+  ".png": "image/png", ".svg": "image/svg+xml", ".ts": "text/plain; charset=utf-8", ".map": "application/json",
+};
+
+const server = createServer(async (req, res) => {
+  res.setHeader("Cross-Origin-Opener-Policy", "same-origin");
+  res.setHeader("Cross-Origin-Embedder-Policy", "require-corp");
+  res.setHeader("Cross-Origin-Resource-Policy", "same-origin");
+  res.setHeader("Cache-Control", "no-cache");
+  let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  let file = normalize(join(root, path));
+  if (!file.startsWith(root)) return res.writeHead(403).end();
+  let st;
+  try {
+    st = await fs.stat(file);
+    if (st.isDirectory()) {
+      file = join(file, "index.html");
+      st = await fs.stat(file);
+    }
+  } catch {
+    return res.writeHead(404, { "Content-Type": "text/plain" }).end("not found\n");
+  }
+  const headers = { "Content-Type": types[extname(file)] || "application/octet-stream", "Accept-Ranges": "bytes" };
+  const range = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || "");
+  let start = 0, end = st.size - 1, status = 200;
+  if (range) {
+    start = range[1] ? Number(range[1]) : Math.max(0, st.size - Number(range[2]));
+    end = range[1] && range[2] ? Math.min(Number(range[2]), st.size - 1) : st.size - 1;
+    if (start > end || start >= st.size) {
+      return res.writeHead(416, { "Content-Range": `bytes */${st.size}` }).end();
+    }
+    status = 206;
+    headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
+  }
+  headers["Content-Length"] = end - start + 1;
+  res.writeHead(status, headers);
+  if (req.method === "HEAD") return res.end();
+  createReadStream(file, { start, end }).pipe(res);
+});
+server.listen(port, "127.0.0.1", () => {
+  console.log(`serving ${root} at http://127.0.0.1:${server.address().port}/`);
+});
