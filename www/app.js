@@ -70,8 +70,10 @@ function ensureMoshi() {
   const m = new Moshi();
   m.addEventListener("text", (e) => {
     app.textEvents++;
-    if (e.detail.text) {
-      app.transcript += e.detail.text;
+    // Control characters (byte pieces of a random model) are not shown.
+    const text = e.detail.text.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, "");
+    if (text) {
+      app.transcript += text;
       $("transcript").textContent = app.transcript;
     }
   });

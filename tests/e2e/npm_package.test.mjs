@@ -1,0 +1,100 @@
+// The npm package as a user gets it: `npm pack` of pkg/, the tarball installed into a
+// scratch project, its `exports` resolved by Node, and a page of that project importing the
+// package (through an import map of those resolutions) that runs Mimi on WebGPU in the
+// package's worker and the CPU codec through the package's wasm export, on the same frame.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative, resolve } from "node:path";
+import { pathToFileURL, fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+let dir, server, browser;
+
+before(() => {
+  assert.ok(existsSync(`${ROOT}/pkg/package.json`), "pkg/ is missing: run ./build.sh first");
+  dir = mkdtempSync(join(tmpdir(), "inferencelayer-npm-"));
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("npm pack, install the tarball, import the package in a page", async () => {
+  const npm = (args, cwd) => execFileSync("npm", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const packed = JSON.parse(npm(["pack", "--json", "--pack-destination", dir], `${ROOT}/pkg`))[0];
+  const files = packed.files.map((f) => f.path);
+  for (const f of ["moshi.js", "moshi.d.ts", "moshi-worker.js", "moshi-worklet.js", "ring.js", "inferencelayer.js", "inferencelayer_bg.wasm", "inferencelayer.d.ts"]) {
+    assert.ok(files.includes(f), `the tarball lacks ${f}`);
+  }
+  const app = join(dir, "app");
+  execFileSync("mkdir", ["-p", app]);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
+  npm(["install", "--no-audit", "--no-fund", "--offline", join(dir, packed.filename)], app);
+
+  // Node resolves every entry of `exports` to a file of the installed package.
+  writeFileSync(join(app, "resolve.mjs"), `
+    const names = ["inferencelayer", "inferencelayer/worker", "inferencelayer/worklet", "inferencelayer/wasm"];
+    console.log(JSON.stringify(Object.fromEntries(names.map((n) => [n, import.meta.resolve(n)]))));`);
+  const resolved = JSON.parse(execFileSync(process.execPath, ["resolve.mjs"], { cwd: app, encoding: "utf8" }));
+  const imports = {};
+  for (const [name, url] of Object.entries(resolved)) {
+    const path = fileURLToPath(url);
+    assert.ok(path.startsWith(join(app, "node_modules", "inferencelayer")) && existsSync(path), `${name} -> ${path}`);
+    imports[name] = "./" + relative(app, path);
+  }
+  assert.match(imports["inferencelayer"], /moshi\.js$/);
+  assert.match(imports["inferencelayer/worker"], /moshi-worker\.js$/);
+  assert.match(imports["inferencelayer/worklet"], /moshi-worklet\.js$/);
+  const types = JSON.parse(readFileSync(join(app, "node_modules/inferencelayer/package.json"), "utf8")).exports["."].types;
+  assert.ok(existsSync(join(app, "node_modules/inferencelayer", types)), "types of the main module");
+
+  cpSync(`${ROOT}/www/models/mimi.safetensors`, join(app, "mimi.safetensors"));
+  cpSync(`${ROOT}/www/models/mimi.json`, join(app, "mimi.json"));
+  writeFileSync(join(app, "index.html"), `<!doctype html><meta charset="utf-8">
+<script type="importmap">${JSON.stringify({ imports })}</script>
+<script type="module">
+  import { MimiCodec, support } from "inferencelayer";
+  import init, { mimiCpuRoundtrip } from "inferencelayer/wasm";
+  window.result = (async () => {
+    const s = support();
+    if (!s.ok) return { error: s.problems.join(" ") };
+    const config = await (await fetch("mimi.json")).text();
+    const codec = await MimiCodec.create({ mimi: "mimi.safetensors", mimiConfig: config });
+    const pcm = new Float32Array(1920).map((_, i) => 0.3 * Math.sin(i * 0.05) * Math.sin(i * 0.0031));
+    const codes = await codec.encode(pcm);
+    const out = await codec.decode(codes);
+    codec.dispose();
+    await init();
+    const bytes = new Uint8Array(await (await fetch("mimi.safetensors")).arrayBuffer());
+    const cpu = mimiCpuRoundtrip(bytes, config, pcm);
+    return { codes: Array.from(codes), cpuCodes: Array.from(cpu.codes), out: Array.from(out), cpuOut: Array.from(cpu.pcm) };
+  })().catch((e) => ({ error: String(e && e.message || e) }));
+</script>`);
+
+  server = spawn(process.execPath, [`${ROOT}/scripts/serve.mjs`, app, "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((ok) => server.stdout.on("data", (d) => { const m = /(http:\/\/\S+)/.exec(String(d)); if (m) ok(m[1]); }));
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+  });
+  const page = await browser.newPage();
+  page.on("pageerror", (e) => console.log("page error:", e.message));
+  await page.goto(url);
+  await page.waitForFunction(() => window.result, null, { timeout: 300_000 });
+  const result = await page.evaluate(() => window.result);
+  assert.equal(result.error, undefined, result.error);
+  assert.equal(result.codes.length, 8);
+  assert.deepEqual(result.codes, result.cpuCodes, "the package's GPU codec and its CPU codec disagree");
+  let e = 0, p = 0;
+  result.cpuOut.forEach((v, i) => { e += (result.out[i] - v) ** 2; p += v * v; });
+  const snr = 10 * Math.log10(p / Math.max(e, 1e-30));
+  console.log(`npm package: ${packed.filename} (${(packed.size / 1e6).toFixed(2)} MB, ${files.length} files); codes ${result.codes}; decode SNR vs CPU ${snr.toFixed(1)} dB`);
+  assert.ok(snr >= 40, `decode SNR ${snr.toFixed(1)} dB`);
+});
