@@ -107,7 +107,9 @@ $("load").onclick = async () => {
     } else {
       status("Loading Mimi and Moshi...");
       const lmConfig = await config(spec.lmConfig);
-      app.loaded = await m.load({ mimi: spec.mimi, lm: spec.lm, tokenizer: spec.tokenizer, mimiConfig, lmConfig, seed: 1, onProgress, signal: abort.signal });
+      // ?greedy: greedy decoding (no top-k search: far cheaper on a CPU-emulated GPU); ?seed=N.
+      const greedy = params.has("greedy"), seed = Number(params.get("seed") || 1);
+      app.loaded = await m.load({ mimi: spec.mimi, lm: spec.lm, tokenizer: spec.tokenizer, mimiConfig, lmConfig, seed, greedy, onProgress, signal: abort.signal });
       status(`Moshi ready on ${app.loaded.adapter || "WebGPU"}.`);
     }
     $("progress").value = 1;

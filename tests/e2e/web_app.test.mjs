@@ -47,7 +47,7 @@ before(async () => {
   page = await browser.newPage({ viewport: { width: 900, height: 1100 } });
   page.on("pageerror", (e) => log("page error:", e.message));
   page.on("console", (m) => m.type() === "error" && !/favicon|404/.test(m.text()) && log("console:", m.text()));
-  await page.goto(`${url}?model=synthetic&check=${LOOPBACK_FRAMES}`);
+  await page.goto(`${url}?model=synthetic&check=${LOOPBACK_FRAMES}${process.env.E2E_GREEDY ? "&greedy" : ""}`);
 });
 
 after(async () => {
