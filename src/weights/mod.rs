@@ -3,6 +3,7 @@
 
 pub mod gguf;
 pub mod q8;
+pub mod source;
 pub mod stream;
 pub mod synthetic;
 
