@@ -15,24 +15,17 @@ use std::rc::Rc;
 use half::bf16;
 use inferencelayer::weights::q8::Q8Tensor;
 use inferencelayer::weights::source::{
-    http_error, load, load_cached, BlockStore, ByteSource, FileSource, LoadOptions, LoadReport,
-    Opened, StoredFile,
+    http_error, load, load_cached, BlockStore, ByteSource, FileSource, LoadOptions, LoadReport, Opened, StoredFile,
 };
-use inferencelayer::weights::stream::{
-    ByteSink, CheckpointReader, Kind, Limits, Loaded, Loader, Plan, TensorEntry,
-};
+use inferencelayer::weights::stream::{ByteSink, CheckpointReader, Kind, Limits, Loaded, Loader, Plan, TensorEntry};
 use inferencelayer::weights::TensorStore;
 use inferencelayer::{Error, Result};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
 /// The test checkpoint's tensors: (name, shape), bf16.
-const SPECS: &[(&str, &[usize])] = &[
-    ("a.weight", &[256, 1024]),
-    ("b.weight", &[1024, 1024]),
-    ("c.alpha", &[1024]),
-    ("d.weight", &[512, 512]),
-];
+const SPECS: &[(&str, &[usize])] =
+    &[("a.weight", &[256, 1024]), ("b.weight", &[1024, 1024]), ("c.alpha", &[1024]), ("d.weight", &[512, 512])];
 
 /// splitmix64
 fn mix(mut z: u64) -> u64 {
@@ -59,18 +52,10 @@ fn checkpoint() -> (PathBuf, Vec<u8>) {
     let views: Vec<(&str, TensorView)> = SPECS
         .iter()
         .zip(&data)
-        .map(|((name, shape), d)| {
-            (
-                *name,
-                TensorView::new(Dtype::BF16, shape.to_vec(), d).unwrap(),
-            )
-        })
+        .map(|((name, shape), d)| (*name, TensorView::new(Dtype::BF16, shape.to_vec(), d).unwrap()))
         .collect();
     let bytes = safetensors::serialize(views, None).unwrap();
-    let path = std::env::temp_dir().join(format!(
-        "inferencelayer-faults-{}.safetensors",
-        std::process::id()
-    ));
+    let path = std::env::temp_dir().join(format!("inferencelayer-faults-{}.safetensors", std::process::id()));
     if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
         std::fs::write(&path, &bytes).unwrap();
     }
@@ -89,15 +74,7 @@ fn mid(bytes: &[u8], name: &str) -> u64 {
 /// Every tensor as f32 bits, read by the safetensors crate from the whole file.
 fn direct(bytes: &[u8]) -> BTreeMap<String, Vec<u32>> {
     let st = TensorStore::from_bytes(bytes).unwrap();
-    SPECS
-        .iter()
-        .map(|(n, s)| {
-            (
-                n.to_string(),
-                st.get(n, s).unwrap().iter().map(|v| v.to_bits()).collect(),
-            )
-        })
-        .collect()
+    SPECS.iter().map(|(n, s)| (n.to_string(), st.get(n, s).unwrap().iter().map(|v| v.to_bits()).collect())).collect()
 }
 
 /// Parts collected by a loader, and whether its sink was dropped.
@@ -141,25 +118,13 @@ fn sink(
     let emit: Emit = Box::new(move |t: &TensorEntry, l: Loaded| {
         let mut g = got.borrow_mut();
         match l {
-            Loaded::F32(p) => g
-                .f32
-                .entry(t.name.clone())
-                .or_default()
-                .extend(p.data.iter().map(|v| v.to_bits())),
-            Loaded::Q8(p) => {
-                g.q8.entry(t.name.clone())
-                    .or_default()
-                    .push((p.index, p.row_start, p.data))
-            }
+            Loaded::F32(p) => g.f32.entry(t.name.clone()).or_default().extend(p.data.iter().map(|v| v.to_bits())),
+            Loaded::Q8(p) => g.q8.entry(t.name.clone()).or_default().push((p.index, p.row_start, p.data)),
         }
         Ok(())
     });
     Watched {
-        inner: CheckpointReader::new(
-            None,
-            Limits::default(),
-            Loader::new(Plan::take_all(kind, binding), emit),
-        ),
+        inner: CheckpointReader::new(None, Limits::default(), Loader::new(Plan::take_all(kind, binding), emit)),
         dropped,
     }
 }
@@ -276,10 +241,7 @@ impl ByteSource for Faulty {
 }
 
 fn quick() -> LoadOptions<'static> {
-    LoadOptions {
-        backoff_ms: 1,
-        ..LoadOptions::default()
-    }
+    LoadOptions { backoff_ms: 1, ..LoadOptions::default() }
 }
 
 /// Load through `src` as f32; the parts and the report, or the error (with the sink's fate).
@@ -301,54 +263,27 @@ fn a_clean_load_equals_the_direct_parse_and_reports_progress() {
     let mut src = Faulty::new(&path, Faults::default());
     let seen = RefCell::new(Vec::new());
     let mut progress = |p: &inferencelayer::weights::source::Progress<'_>| {
-        seen.borrow_mut()
-            .push((p.loaded, p.total, p.tensor.map(str::to_string)));
+        seen.borrow_mut().push((p.loaded, p.total, p.tensor.map(str::to_string)));
     };
-    let opts = LoadOptions {
-        progress: Some(&mut progress),
-        progress_every: 256 << 10,
-        ..quick()
-    };
+    let opts = LoadOptions { progress: Some(&mut progress), progress_every: 256 << 10, ..quick() };
     let (r, got, _) = run(&mut src, opts);
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes));
-    assert_eq!(
-        rep,
-        LoadReport {
-            bytes: bytes.len() as u64,
-            requests: 1,
-            ..LoadReport::default()
-        }
-    );
+    assert_eq!(rep, LoadReport { bytes: bytes.len() as u64, requests: 1, ..LoadReport::default() });
     assert_eq!(src.opens, vec![0]);
     let seen = seen.into_inner();
     let last = seen.last().unwrap();
-    assert_eq!(
-        (last.0, last.1),
-        (bytes.len() as u64, Some(bytes.len() as u64))
-    );
-    assert!(
-        seen.windows(2).all(|w| w[0].0 < w[1].0),
-        "progress only grows"
-    );
+    assert_eq!((last.0, last.1), (bytes.len() as u64, Some(bytes.len() as u64)));
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "progress only grows");
     let names: std::collections::BTreeSet<_> = seen.iter().filter_map(|s| s.2.clone()).collect();
-    assert!(
-        names.contains("b.weight") && names.contains("d.weight"),
-        "progress names the tensors: {names:?}"
-    );
+    assert!(names.contains("b.weight") && names.contains("d.weight"), "progress names the tensors: {names:?}");
 }
 
 #[test]
 fn a_reset_mid_tensor_resumes_with_a_range_from_the_byte_it_reached() {
     let (path, bytes) = checkpoint();
     let at = mid(&bytes, "b.weight");
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((at, 1)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((at, 1)), ..Faults::default() });
     let (r, got, _) = run(&mut src, quick());
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes));
@@ -356,21 +291,8 @@ fn a_reset_mid_tensor_resumes_with_a_range_from_the_byte_it_reached() {
     assert_eq!((rep.retries, rep.requests, rep.skipped), (1, 2, 0));
 
     // Reset at the same byte every time: no progress, so it gives up after the retries.
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((at, 99)),
-            ..Faults::default()
-        },
-    );
-    let (r, got, dropped) = run(
-        &mut src,
-        LoadOptions {
-            retries: 3,
-            backoff_ms: 10,
-            ..quick()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((at, 99)), ..Faults::default() });
+    let (r, got, dropped) = run(&mut src, LoadOptions { retries: 3, backoff_ms: 10, ..quick() });
     match r.unwrap_err() {
         Error::Network { url, offset, why } => {
             assert_eq!(offset, at);
@@ -382,54 +304,26 @@ fn a_reset_mid_tensor_resumes_with_a_range_from_the_byte_it_reached() {
     assert_eq!(src.opens, vec![0, at, at, at]);
     assert_eq!(src.pauses, vec![10, 20, 40], "the backoff doubles");
     assert!(dropped, "the sink of a failed load is dropped");
-    assert!(
-        !got.f32.contains_key("d.weight"),
-        "nothing past the reset was loaded"
-    );
+    assert!(!got.f32.contains_key("d.weight"), "nothing past the reset was loaded");
 }
 
 #[test]
 fn a_5xx_is_retried_and_a_4xx_reported_at_once_with_its_status_and_url() {
     let (path, bytes) = checkpoint();
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            status: Some((503, 2)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { status: Some((503, 2)), ..Faults::default() });
     let (r, got, _) = run(&mut src, quick());
     assert_eq!(r.unwrap().retries, 2);
     assert_eq!(got.f32, direct(&bytes));
 
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            status: Some((500, 99)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { status: Some((500, 99)), ..Faults::default() });
     let (r, _, dropped) = run(&mut src, quick());
     let e = r.unwrap_err();
-    assert!(
-        matches!(&e, Error::Http { status: 500, url, .. } if *url == path.display().to_string()),
-        "{e}"
-    );
-    assert!(
-        e.to_string().contains("try again later")
-            && e.to_string().contains("gave up after 5 retries"),
-        "{e}"
-    );
+    assert!(matches!(&e, Error::Http { status: 500, url, .. } if *url == path.display().to_string()), "{e}");
+    assert!(e.to_string().contains("try again later") && e.to_string().contains("gave up after 5 retries"), "{e}");
     assert_eq!(src.opens.len(), 6);
     assert!(dropped);
 
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            status: Some((404, 99)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { status: Some((404, 99)), ..Faults::default() });
     let (r, _, _) = run(&mut src, quick());
     let e = r.unwrap_err();
     assert!(matches!(e, Error::Http { status: 404, .. }), "{e}");
@@ -441,53 +335,31 @@ fn a_5xx_is_retried_and_a_4xx_reported_at_once_with_its_status_and_url() {
 fn a_range_answered_with_the_whole_file_skips_what_was_fed() {
     let (path, bytes) = checkpoint();
     let at = mid(&bytes, "b.weight");
-    let faults = Faults {
-        reset_at: Some((at, 1)),
-        ignore_range: 1,
-        ..Faults::default()
-    };
+    let faults = Faults { reset_at: Some((at, 1)), ignore_range: 1, ..Faults::default() };
     let mut src = Faulty::new(&path, faults);
     let (r, got, _) = run(&mut src, quick());
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes), "no byte fed twice");
     assert_eq!(src.opens, vec![0, at]);
-    assert_eq!(
-        (rep.retries, rep.skipped, rep.bytes),
-        (1, at, bytes.len() as u64)
-    );
+    assert_eq!((rep.retries, rep.skipped, rep.bytes), (1, at, bytes.len() as u64));
 }
 
 #[test]
 fn a_body_cut_short_of_its_length_resumes_and_one_longer_is_refused() {
     let (path, bytes) = checkpoint();
     let at = mid(&bytes, "d.weight");
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            cut_at: Some(at),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { cut_at: Some(at), ..Faults::default() });
     let (r, got, _) = run(&mut src, quick());
     assert_eq!(r.unwrap().retries, 1);
     assert_eq!(src.opens, vec![0, at]);
     assert_eq!(got.f32, direct(&bytes));
 
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            declare_less: 100,
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { declare_less: 100, ..Faults::default() });
     let (r, _, dropped) = run(&mut src, quick());
     match r.unwrap_err() {
         Error::Transfer { offset, why, .. } => {
             assert!(why.contains("longer than its declared length"), "{why}");
-            assert!(
-                offset > bytes.len() as u64 - 64 * 1024 - 100,
-                "offset {offset}"
-            );
+            assert!(offset > bytes.len() as u64 - 64 * 1024 - 100, "offset {offset}");
         }
         e => panic!("expected a transfer error, got {e}"),
     }
@@ -498,28 +370,12 @@ fn a_body_cut_short_of_its_length_resumes_and_one_longer_is_refused() {
 fn a_response_past_the_asked_byte_or_of_a_changed_file_is_refused() {
     let (path, bytes) = checkpoint();
     let at = mid(&bytes, "b.weight");
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((at, 1)),
-            start_past: 4,
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((at, 1)), start_past: 4, ..Faults::default() });
     let (r, _, _) = run(&mut src, quick());
     // the first open (offset 0) is answered from byte 4 already
-    assert!(
-        matches!(r.unwrap_err(), Error::Transfer { offset: 0, ref why, .. } if why.contains("starts at byte 4"))
-    );
+    assert!(matches!(r.unwrap_err(), Error::Transfer { offset: 0, ref why, .. } if why.contains("starts at byte 4")));
 
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((at, 1)),
-            change_version: true,
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((at, 1)), change_version: true, ..Faults::default() });
     let (r, _, dropped) = run(&mut src, quick());
     match r.unwrap_err() {
         Error::Transfer { offset, why, .. } => {
@@ -538,12 +394,8 @@ fn cancelling_stops_the_load_and_drops_the_sink() {
     let loaded = Cell::new(0u64);
     let mut progress = |p: &inferencelayer::weights::source::Progress<'_>| loaded.set(p.loaded);
     let cancelled = || loaded.get() >= 1 << 20;
-    let opts = LoadOptions {
-        progress: Some(&mut progress),
-        progress_every: 64 << 10,
-        cancelled: Some(&cancelled),
-        ..quick()
-    };
+    let opts =
+        LoadOptions { progress: Some(&mut progress), progress_every: 64 << 10, cancelled: Some(&cancelled), ..quick() };
     let (r, got, dropped) = run(&mut src, opts);
     match r.unwrap_err() {
         Error::Aborted { offset, .. } => assert_eq!(offset, 1 << 20),
@@ -556,10 +408,7 @@ fn cancelling_stops_the_load_and_drops_the_sink() {
 #[test]
 fn a_bad_checkpoint_fails_once_naming_the_tensor() {
     let (_, bytes) = checkpoint();
-    let cut = std::env::temp_dir().join(format!(
-        "inferencelayer-faults-cut-{}.safetensors",
-        std::process::id()
-    ));
+    let cut = std::env::temp_dir().join(format!("inferencelayer-faults-cut-{}.safetensors", std::process::id()));
     std::fs::write(&cut, &bytes[..mid(&bytes, "d.weight") as usize]).unwrap();
     let mut src = Faulty::new(&cut, Faults::default());
     let (r, _, dropped) = run(&mut src, quick());
@@ -576,14 +425,7 @@ fn a_bad_checkpoint_fails_once_naming_the_tensor() {
 fn q8_parts_through_a_resumed_load_equal_quantizing_each_tensor() {
     let (path, bytes) = checkpoint();
     let at = mid(&bytes, "b.weight");
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((at, 2)),
-            ignore_range: 1,
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((at, 2)), ignore_range: 1, ..Faults::default() });
     let got = Rc::new(RefCell::new(Got::default()));
     // 640 KiB parts: b.weight (1024 x 1024, 1.06 MB in Q8_0) comes in two
     let s = sink(Kind::Q8, 640 << 10, got.clone(), Rc::new(Cell::new(false)));
@@ -592,10 +434,7 @@ fn q8_parts_through_a_resumed_load_equal_quantizing_each_tensor() {
     let st = TensorStore::from_bytes(&bytes).unwrap();
     let got = got.borrow();
     for (name, shape) in SPECS {
-        let (rows, cols) = (
-            shape.iter().rev().skip(1).product::<usize>(),
-            *shape.last().unwrap(),
-        );
+        let (rows, cols) = (shape.iter().rev().skip(1).product::<usize>(), *shape.last().unwrap());
         let want = Q8Tensor::from_f32(name, rows, cols, &st.get(name, shape).unwrap()).unwrap();
         let parts = &got.q8[*name];
         if *name == "b.weight" {
@@ -651,11 +490,7 @@ impl BlockStore for Memory {
     }
 }
 
-fn run_cached(
-    src: &mut Faulty,
-    store: &mut Memory,
-    opts: LoadOptions<'_>,
-) -> (Result<LoadReport>, Got) {
+fn run_cached(src: &mut Faulty, store: &mut Memory, opts: LoadOptions<'_>) -> (Result<LoadReport>, Got) {
     let got = Rc::new(RefCell::new(Got::default()));
     let s = sink(Kind::F32, 1 << 30, got.clone(), Rc::new(Cell::new(false)));
     let r = pollster::block_on(load_cached(src, store, s, opts)).map(|(_, rep)| rep);
@@ -668,35 +503,21 @@ fn the_block_store_resumes_a_cut_download_and_serves_a_reload() {
     let (path, bytes) = checkpoint();
     let total = bytes.len() as u64;
     let block = 256 << 10;
-    let mut store = Memory {
-        block,
-        ..Memory::default()
-    };
+    let mut store = Memory { block, ..Memory::default() };
 
     // A first load cancelled after 1 MiB leaves 4 blocks.
     let mut src = Faulty::new(&path, Faults::default());
     let fed = Cell::new(0u64);
     let mut progress = |p: &inferencelayer::weights::source::Progress<'_>| fed.set(p.loaded);
     let cancelled = || fed.get() >= (1 << 20) + 1000;
-    let opts = LoadOptions {
-        progress: Some(&mut progress),
-        progress_every: 1,
-        cancelled: Some(&cancelled),
-        ..quick()
-    };
+    let opts = LoadOptions { progress: Some(&mut progress), progress_every: 1, cancelled: Some(&cancelled), ..quick() };
     let (r, _) = run_cached(&mut src, &mut store, opts);
     assert!(matches!(r, Err(Error::Aborted { .. })));
     assert_eq!(store.blocks.len(), 4);
     assert_eq!(store.file.as_ref().map(|f| f.total), Some(total));
 
     // The next load reads those from the store and asks the network for the rest only.
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            reset_at: Some((mid(&bytes, "d.weight"), 1)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { reset_at: Some((mid(&bytes, "d.weight"), 1)), ..Faults::default() });
     let (r, got) = run_cached(&mut src, &mut store, quick());
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes));
@@ -710,13 +531,7 @@ fn the_block_store_resumes_a_cut_download_and_serves_a_reload() {
     assert_eq!(joined, bytes, "the stored blocks are the file");
 
     // A reload makes no request at all.
-    let mut src = Faulty::new(
-        &path,
-        Faults {
-            status: Some((500, 99)),
-            ..Faults::default()
-        },
-    );
+    let mut src = Faulty::new(&path, Faults { status: Some((500, 99)), ..Faults::default() });
     let (r, got) = run_cached(&mut src, &mut store, quick());
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes));

@@ -128,13 +128,7 @@ pub struct LoadOptions<'a> {
 
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
-        Self {
-            retries: 5,
-            backoff_ms: 250,
-            progress: None,
-            progress_every: 1 << 20,
-            cancelled: None,
-        }
+        Self { retries: 5, backoff_ms: 250, progress: None, progress_every: 1 << 20, cancelled: None }
     }
 }
 
@@ -175,23 +169,13 @@ pub fn http_error(url: &str, status: u16, status_text: &str) -> Error {
     let advice = match status {
         401 | 403 => "the server refuses access: check the URL's credentials, or its CORS headers",
         404 | 410 => "no such file: check the URL",
-        416 => {
-            "the server cannot serve the byte range asked for: the file is shorter than expected"
-        }
+        416 => "the server cannot serve the byte range asked for: the file is shorter than expected",
         408 | 429 => "the server is busy: try again later",
         500..=599 => "the server failed: try again later",
         _ => "the server did not send the checkpoint",
     };
-    let text = if status_text.is_empty() {
-        String::new()
-    } else {
-        format!("{status_text}; ")
-    };
-    Error::Http {
-        url: url.to_string(),
-        status,
-        why: format!("{text}{advice}"),
-    }
+    let text = if status_text.is_empty() { String::new() } else { format!("{status_text}; ") };
+    Error::Http { url: url.to_string(), status, why: format!("{text}{advice}") }
 }
 
 /// Whether a retry may help: a dropped connection, a 5xx, 408 or 429.
@@ -210,16 +194,8 @@ fn gave_up(e: Error, retries: u32) -> Error {
     }
     let note = format!(" (gave up after {retries} retries)");
     match e {
-        Error::Network { url, offset, why } => Error::Network {
-            url,
-            offset,
-            why: why + &note,
-        },
-        Error::Http { url, status, why } => Error::Http {
-            url,
-            status,
-            why: why + &note,
-        },
+        Error::Network { url, offset, why } => Error::Network { url, offset, why: why + &note },
+        Error::Http { url, status, why } => Error::Http { url, status, why: why + &note },
         e => e,
     }
 }
@@ -275,9 +251,7 @@ pub async fn load<S: ByteSource, K: ByteSink>(
     sink: K,
     options: LoadOptions<'_>,
 ) -> Result<(K, LoadReport)> {
-    Driver::new(source.url(), sink, options)
-        .run(source, None::<&mut NoStore>)
-        .await
+    Driver::new(source.url(), sink, options).run(source, None::<&mut NoStore>).await
 }
 
 /// [`load`], reading the blocks `store` already holds first and storing each block once fed,
@@ -290,9 +264,7 @@ pub async fn load_cached<S: ByteSource, B: BlockStore, K: ByteSink>(
     sink: K,
     options: LoadOptions<'_>,
 ) -> Result<(K, LoadReport)> {
-    Driver::new(source.url(), sink, options)
-        .run(source, Some(store))
-        .await
+    Driver::new(source.url(), sink, options).run(source, Some(store)).await
 }
 
 /// The body being read.
@@ -342,20 +314,13 @@ impl<'a, K: ByteSink> Driver<'a, K> {
 
     fn check_cancel(&self) -> Result<()> {
         match self.opts.cancelled {
-            Some(c) if c() => Err(Error::Aborted {
-                url: self.url.clone(),
-                offset: self.fed,
-            }),
+            Some(c) if c() => Err(Error::Aborted { url: self.url.clone(), offset: self.fed }),
             _ => Ok(()),
         }
     }
 
     fn transfer(&self, why: impl fmt::Display) -> Error {
-        Error::Transfer {
-            url: self.url.clone(),
-            offset: self.fed,
-            why: why.to_string(),
-        }
+        Error::Transfer { url: self.url.clone(), offset: self.fed, why: why.to_string() }
     }
 
     fn progress(&mut self, force: bool) {
@@ -377,26 +342,15 @@ impl<'a, K: ByteSink> Driver<'a, K> {
     /// Give up on `e`, or wait and let the caller try again.
     async fn retry<S: ByteSource>(&mut self, source: &mut S, e: Error) -> Result<()> {
         if matches!(e, Error::Aborted { .. }) {
-            return Err(Error::Aborted {
-                url: self.url.clone(),
-                offset: self.fed,
-            });
+            return Err(Error::Aborted { url: self.url.clone(), offset: self.fed });
         }
         if !transient(&e) || self.failures >= self.opts.retries {
             return Err(gave_up(e, self.report.retries));
         }
-        let ms = self
-            .opts
-            .backoff_ms
-            .saturating_mul(1 << self.failures.min(15))
-            .min(MAX_BACKOFF_MS);
+        let ms = self.opts.backoff_ms.saturating_mul(1 << self.failures.min(15)).min(MAX_BACKOFF_MS);
         self.failures += 1;
         self.report.retries += 1;
-        log::warn!(
-            "{}: {e}; retrying from byte {} in {ms} ms",
-            self.url,
-            self.fed
-        );
+        log::warn!("{}: {e}; retrying from byte {} in {ms} ms", self.url, self.fed);
         source.pause(ms).await;
         self.check_cancel()
     }
@@ -405,10 +359,9 @@ impl<'a, K: ByteSink> Driver<'a, K> {
     fn accept(&mut self, o: &Opened) -> Result<Body> {
         self.report.requests += 1;
         if o.start > self.fed {
-            return Err(self.transfer(format!(
-                "the response starts at byte {}, but byte {} was asked for",
-                o.start, self.fed
-            )));
+            return Err(
+                self.transfer(format!("the response starts at byte {}, but byte {} was asked for", o.start, self.fed))
+            );
         }
         if let (Some(t), Some(t2)) = (self.total, o.total) {
             if t != t2 {
@@ -428,10 +381,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         if self.version.is_none() {
             self.version = o.version.clone();
         }
-        Ok(Body {
-            at: o.start,
-            end: o.len.map(|l| o.start + l),
-        })
+        Ok(Body { at: o.start, end: o.len.map(|l| o.start + l) })
     }
 
     async fn open<S: ByteSource>(&mut self, source: &mut S) -> Result<Body> {
@@ -445,11 +395,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
     }
 
     /// Feed `chunk` (file bytes from `self.fed`) to the sink and the store's writer.
-    async fn feed<B: BlockStore>(
-        &mut self,
-        chunk: &[u8],
-        store: &mut Option<(&mut B, Writer)>,
-    ) -> Result<()> {
+    async fn feed<B: BlockStore>(&mut self, chunk: &[u8], store: &mut Option<(&mut B, Writer)>) -> Result<()> {
         if chunk.is_empty() {
             return Ok(());
         }
@@ -473,10 +419,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                 }
             }
             if let Some(e) = failed {
-                log::warn!(
-                    "{}: the block store failed ({e}); loading on without it",
-                    self.url
-                );
+                log::warn!("{}: the block store failed ({e}); loading on without it", self.url);
                 *store = None;
             }
         }
@@ -484,22 +427,12 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         Ok(())
     }
 
-    async fn put<B: BlockStore>(
-        s: &mut B,
-        w: &mut Writer,
-        total: Option<u64>,
-        version: &Option<String>,
-    ) -> Result<()> {
+    async fn put<B: BlockStore>(s: &mut B, w: &mut Writer, total: Option<u64>, version: &Option<String>) -> Result<()> {
         let Some(total) = total else {
             return Err(Error::Input("the file's length is not known".into()));
         };
         if !w.recorded {
-            s.set_file(&StoredFile {
-                total,
-                version: version.clone(),
-                block_size: w.block,
-            })
-            .await?;
+            s.set_file(&StoredFile { total, version: version.clone(), block_size: w.block }).await?;
             w.recorded = true;
         }
         s.put(w.start / w.block, &w.buf).await?;
@@ -526,19 +459,13 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    log::warn!(
-                        "{}: the block store cannot be read ({e}); loading without it",
-                        self.url
-                    );
+                    log::warn!("{}: the block store cannot be read ({e}); loading without it", self.url);
                     store = None;
                 }
             }
         }
         let block = store.as_deref().map(|s| s.block_size().max(1)).unwrap_or(1);
-        let stored_end = known
-            .as_ref()
-            .map(|f| (prefix * block).min(f.total))
-            .unwrap_or(0);
+        let stored_end = known.as_ref().map(|f| (prefix * block).min(f.total)).unwrap_or(0);
 
         // Open the network where the stored blocks end (unless they hold the whole file), and
         // check it still serves the file they were cut from.
@@ -553,10 +480,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                     log::info!("{}: the stored copy is stale; downloading again", self.url);
                     if let Some(s) = store.as_deref_mut() {
                         if let Err(e) = s.clear().await {
-                            log::warn!(
-                                "{}: the block store cannot be cleared ({e}); loading without it",
-                                self.url
-                            );
+                            log::warn!("{}: the block store cannot be cleared ({e}); loading without it", self.url);
                             store = None;
                         }
                     }
@@ -566,11 +490,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
             }
             self.fed = 0;
             // a body that does not start at 0 is reopened at 0 when the stored blocks are stale
-            body = if known.is_some() || b.at == 0 {
-                Some(b)
-            } else {
-                None
-            };
+            body = if known.is_some() || b.at == 0 { Some(b) } else { None };
         } else {
             self.total = known.as_ref().map(|f| f.total);
             self.version = known.as_ref().and_then(|f| f.version.clone());
@@ -593,11 +513,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                 }
                 _ => {
                     // evicted (or cut) since it was listed: the network gives the rest
-                    log::info!(
-                        "{}: stored block {i} is gone; downloading from byte {}",
-                        self.url,
-                        self.fed
-                    );
+                    log::info!("{}: stored block {i} is gone; downloading from byte {}", self.url, self.fed);
                     if body.as_ref().is_some_and(|b| b.at != self.fed) {
                         body = None;
                     }
@@ -607,15 +523,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         }
         let mut store = store.map(|s| {
             let start = self.fed - self.fed % block;
-            (
-                s,
-                Writer {
-                    block,
-                    start,
-                    buf: Vec::new(),
-                    recorded: known.is_some(),
-                },
-            )
+            (s, Writer { block, start, buf: Vec::new(), recorded: known.is_some() })
         });
         if let Some((_, w)) = &store {
             if w.start != self.fed {
@@ -651,9 +559,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                     }
                     if let Some(t) = self.total {
                         if b.at + n > t {
-                            return Err(self.transfer(format!(
-                                "the body runs past the file's length of {t} bytes"
-                            )));
+                            return Err(self.transfer(format!("the body runs past the file's length of {t} bytes")));
                         }
                     }
                     // bytes before `fed` were fed already (a 200 answering a Range request)
@@ -668,10 +574,9 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                 Ok(false) => {
                     let Body { at, end } = body.take().unwrap_or(Body { at: 0, end: None });
                     let short = match (end, self.total) {
-                        (Some(end), _) if at < end => Some(format!(
-                            "the body ended at byte {at}, {} bytes before its declared end",
-                            end - at
-                        )),
+                        (Some(end), _) if at < end => {
+                            Some(format!("the body ended at byte {at}, {} bytes before its declared end", end - at))
+                        }
                         (_, Some(t)) if self.fed < t => {
                             Some(format!("the connection closed at byte {} of {t}", self.fed))
                         }
@@ -679,11 +584,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                     };
                     match short {
                         Some(why) => {
-                            let e = Error::Network {
-                                url: self.url.clone(),
-                                offset: self.fed,
-                                why,
-                            };
+                            let e = Error::Network { url: self.url.clone(), offset: self.fed, why };
                             self.retry(source, e).await?;
                         }
                         None => {
@@ -744,12 +645,7 @@ impl FileSource {
     /// The file at `path`, read 1 MiB at a time.
     pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
         let path = path.into();
-        Self {
-            name: path.display().to_string(),
-            path,
-            file: None,
-            chunk: 1 << 20,
-        }
+        Self { name: path.display().to_string(), path, file: None, chunk: 1 << 20 }
     }
 
     /// Read `bytes` at a time (at least 1).
@@ -778,20 +674,14 @@ impl ByteSource for FileSource {
                 why: format!("the file has only {total} bytes"),
             });
         }
-        f.seek(SeekFrom::Start(offset))
-            .map_err(|e| Error::file(&self.name, e))?;
+        f.seek(SeekFrom::Start(offset)).map_err(|e| Error::file(&self.name, e))?;
         let version = meta
             .modified()
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| format!("mtime {}.{:09}", d.as_secs(), d.subsec_nanos()));
         self.file = Some(f);
-        Ok(Opened {
-            start: offset,
-            len: Some(total - offset),
-            total: Some(total),
-            version,
-        })
+        Ok(Opened { start: offset, len: Some(total - offset), total: Some(total), version })
     }
 
     async fn read(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
