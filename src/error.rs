@@ -78,6 +78,9 @@ pub enum Error {
     /// `offset`; nothing of it is kept.
     #[error("loading {url} was cancelled at byte {offset}")]
     Aborted { url: String, offset: u64 },
+    /// The browser's Cache API is missing (an insecure context) or failed (quota).
+    #[error("browser cache: {0}")]
+    Cache(String),
     /// A SentencePiece text tokenizer model that cannot be read (malformed protobuf, or a
     /// model sentencepiece itself refuses to load), or a token id the model does not have.
     #[error("text tokenizer: {0}")]
