@@ -182,6 +182,10 @@ impl ByteSource for FetchSource {
     async fn pause(&mut self, ms: u32) {
         self.scope.sleep(ms).await;
     }
+
+    async fn yield_now(&mut self) {
+        self.scope.sleep(0).await;
+    }
 }
 
 /// How [`fetch_into`] loads.

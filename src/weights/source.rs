@@ -60,7 +60,14 @@ pub trait ByteSource {
     async fn read(&mut self, buf: &mut Vec<u8>) -> Result<bool>;
     /// Wait `ms` milliseconds before a retry (a timer on the web, a sleep natively).
     async fn pause(&mut self, ms: u32);
+    /// Let the event loop run (called every [`YIELD_EVERY`] bytes): on the web a body whose
+    /// chunks are already buffered resolves each read as a microtask, and would otherwise
+    /// hold the thread for the whole load. Natively nothing.
+    async fn yield_now(&mut self) {}
 }
+
+/// Bytes fed between two [`ByteSource::yield_now`] calls: 32 MiB.
+pub const YIELD_EVERY: u64 = 32 << 20;
 
 /// What a [`BlockStore`] records about the file its blocks belong to.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -295,6 +302,7 @@ struct Driver<'a, K> {
     /// Retries in a row without progress.
     failures: u32,
     reported: u64,
+    yielded: u64,
 }
 
 impl<'a, K: ByteSink> Driver<'a, K> {
@@ -309,6 +317,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
             report: LoadReport::default(),
             failures: 0,
             reported: 0,
+            yielded: 0,
         }
     }
 
@@ -570,6 +579,10 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                     let r = self.feed(&chunk[skip as usize..], &mut store).await;
                     buf = chunk;
                     r?;
+                    if self.fed - self.yielded >= YIELD_EVERY {
+                        self.yielded = self.fed;
+                        source.yield_now().await;
+                    }
                 }
                 Ok(false) => {
                     let Body { at, end } = body.take().unwrap_or(Body { at: 0, end: None });
