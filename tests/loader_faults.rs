@@ -418,6 +418,14 @@ fn a_bad_checkpoint_fails_once_naming_the_tensor() {
     }
     assert_eq!(src.opens, vec![0], "a malformed file is not retried");
     assert!(dropped);
+
+    // Through a block store: the blocks of a file the sink refused are not kept.
+    let mut store = Memory { block: 256 << 10, ..Memory::default() };
+    let mut src = Faulty::new(&cut, Faults::default());
+    let (r, _) = run_cached(&mut src, &mut store, quick());
+    assert!(matches!(r, Err(Error::Stream { .. })));
+    assert!(store.puts > 4, "blocks were stored as they were fed ({})", store.puts);
+    assert!(store.blocks.is_empty() && store.file.is_none(), "and dropped when the file was refused");
     std::fs::remove_file(cut).ok();
 }
 

@@ -82,7 +82,9 @@ async fn log(token: &str) -> Vec<(Option<String>, u16)> {
 }
 
 fn range_start(r: &Option<String>) -> u64 {
-    r.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).expect("a Range: bytes=N- header")
+    r.as_deref()
+        .and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok())
+        .expect("a Range: bytes=N- header")
 }
 
 type Emit = Box<dyn FnMut(&TensorEntry, Loaded) -> Result<()>>;
@@ -145,7 +147,8 @@ async fn fetch_loads_the_checkpoint_equal_to_its_direct_parse() {
     let t = token("ok");
     let seen = RefCell::new(Vec::new());
     let mut progress = |p: &Progress<'_>| seen.borrow_mut().push((p.loaded, p.total, p.tensor.map(str::to_string)));
-    let o = load(&url(&t, "ok"), FetchOptions { progress: Some(&mut progress), progress_every: 256 << 10, ..quick() }).await;
+    let o = load(&url(&t, "ok"), FetchOptions { progress: Some(&mut progress), progress_every: 256 << 10, ..quick() })
+        .await;
     let rep = o.result.unwrap();
     assert_eq!(o.tensors, direct(&bytes));
     assert_eq!((rep.bytes, rep.requests, rep.retries, rep.skipped), (bytes.len() as u64, 1, 0, 0));

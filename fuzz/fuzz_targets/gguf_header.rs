@@ -20,7 +20,8 @@ fuzz_target!(|data: &[u8]| {
         names.borrow_mut().push(t.name.clone());
         Ok(())
     };
-    let mut r = CheckpointReader::new(Some(file.len() as u64), limits, Loader::new(Plan::take_all(kind, 1 << 20), emit));
+    let mut r =
+        CheckpointReader::new(Some(file.len() as u64), limits, Loader::new(Plan::take_all(kind, 1 << 20), emit));
     let mut ok = true;
     for c in file.chunks(chunk) {
         if r.push(c).is_err() {

@@ -36,7 +36,11 @@ fn load(file: &[u8], kind: Kind, binding: u64, chunk: usize) -> Vec<Loaded> {
         parts.borrow_mut().push(l);
         Ok(())
     };
-    let mut r = CheckpointReader::new(Some(file.len() as u64), Limits::default(), Loader::new(Plan::take_all(kind, binding), emit));
+    let mut r = CheckpointReader::new(
+        Some(file.len() as u64),
+        Limits::default(),
+        Loader::new(Plan::take_all(kind, binding), emit),
+    );
     for c in file.chunks(chunk) {
         r.push(c).expect("a well-formed file");
     }

@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
     let chunk = 1 + (mode >> 1) as usize * 7;
     let total = (mode & 0x80 != 0).then_some(file.len() as u64);
     let limits = Limits { max_header: 1 << 16 };
-    let mut r = CheckpointReader::new(total, limits, Loader::new(Plan::take_all(kind, 1 << 20), |_: &TensorEntry, _: Loaded| Ok(())));
+    let mut r = CheckpointReader::new(
+        total,
+        limits,
+        Loader::new(Plan::take_all(kind, 1 << 20), |_: &TensorEntry, _: Loaded| Ok(())),
+    );
     for c in file.chunks(chunk) {
         if r.push(c).is_err() {
             return;

@@ -138,8 +138,9 @@ impl ByteSource for FetchSource {
                          Access-Control-Expose-Headers: Content-Range",
                     )
                 })?;
-                let (a, b, total) = content_range(&cr)
-                    .ok_or_else(|| self.transfer(offset, format!("a 206 answer with a malformed Content-Range `{cr}`")))?;
+                let (a, b, total) = content_range(&cr).ok_or_else(|| {
+                    self.transfer(offset, format!("a 206 answer with a malformed Content-Range `{cr}`"))
+                })?;
                 (a, Some(b - a + 1), total)
             }
             s => return Err(http_error(&self.url, s, &resp.status_text())),

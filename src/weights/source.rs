@@ -17,7 +17,8 @@
 //! - optionally reads and writes a [`BlockStore`] (the browser's Cache API, see
 //!   `crate::web::cache`): fixed-size blocks of the file already downloaded are fed from it,
 //!   and the network is asked only for the rest, so a reload (or a download cut short)
-//!   continues where the stored blocks end.
+//!   continues where the stored blocks end; the blocks of a file the sink refused are
+//!   dropped, so a bad download is never served again from the store.
 //!
 //! Nothing half-loaded stays in use: [`load`] takes the sink by value and gives it back only
 //! when the whole file was fed and [`ByteSink::finish`] accepted it; on any error the sink
@@ -303,6 +304,8 @@ struct Driver<'a, K> {
     failures: u32,
     reported: u64,
     yielded: u64,
+    /// Whether the sink refused the file (then its stored blocks are dropped).
+    refused: bool,
 }
 
 impl<'a, K: ByteSink> Driver<'a, K> {
@@ -318,6 +321,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
             failures: 0,
             reported: 0,
             yielded: 0,
+            refused: false,
         }
     }
 
@@ -408,7 +412,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         if chunk.is_empty() {
             return Ok(());
         }
-        self.sink.push(chunk)?;
+        self.push(chunk)?;
         self.fed += chunk.len() as u64;
         self.failures = 0;
         if let Some((s, w)) = store {
@@ -453,8 +457,32 @@ impl<'a, K: ByteSink> Driver<'a, K> {
     async fn run<S: ByteSource, B: BlockStore>(
         mut self,
         source: &mut S,
-        store: Option<&mut B>,
+        mut store: Option<&mut B>,
     ) -> Result<(K, LoadReport)> {
+        match self.load(source, store.as_deref_mut()).await {
+            Ok(()) => Ok((self.sink, self.report)),
+            Err(e) => {
+                // Bytes the sink refused (a truncated or malformed file, a wrong checksum) must
+                // not be served again from the store: the next load asks the network.
+                if self.refused {
+                    if let Some(s) = store {
+                        if let Err(c) = s.clear().await {
+                            log::warn!("{}: the block store cannot be cleared ({c})", self.url);
+                        }
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        let r = self.sink.push(chunk);
+        self.refused |= r.is_err();
+        r
+    }
+
+    async fn load<S: ByteSource, B: BlockStore>(&mut self, source: &mut S, store: Option<&mut B>) -> Result<()> {
         let mut buf = Vec::new();
         // The stored prefix: blocks 0..prefix, if the store knows this file.
         let mut store = store;
@@ -515,7 +543,7 @@ impl<'a, K: ByteSink> Driver<'a, K> {
             };
             match got {
                 Some(b) if b.len() as u64 == want => {
-                    self.sink.push(&b)?;
+                    self.push(&b)?;
                     self.fed += want;
                     self.report.from_cache += want;
                     self.progress(false);
@@ -613,10 +641,13 @@ impl<'a, K: ByteSink> Driver<'a, K> {
                 }
             }
         }
-        self.sink.finish()?;
+        if let Err(e) = self.sink.finish() {
+            self.refused = true;
+            return Err(e);
+        }
         self.report.bytes = self.fed;
         self.progress(true);
-        Ok((self.sink, self.report))
+        Ok(())
     }
 
     /// The file a store holds and how many blocks from the start it holds in a row.
