@@ -63,7 +63,8 @@ async fn browser_moshi_lm_greedy_matches_the_reference() {
     let g = lm_golden();
     let w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).expect("load LM checkpoint");
     let ctx = Rc::new(GpuContext::new().await.expect("WebGPU adapter"));
-    let mut lm = Lm::new(ctx, &w, Sampling::greedy()).await.expect("plan");
+    let gw = w.upload(&ctx).expect("upload");
+    let mut lm = Lm::new(ctx, &gw, Sampling::greedy()).await.expect("plan");
     let mut gen = LmGen::new(&g.config);
     let mut out = Vec::new();
     for codes in &g.user_codes {
