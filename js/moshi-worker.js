@@ -26,8 +26,8 @@ function emit(name, detail) {
   postMessage({ type: "event", name, detail });
 }
 
-// The one loading function: a URL (fetched, streamed for progress) or a Blob/File, into
-// one Uint8Array. This is what a streamed loader straight into GPU buffers replaces.
+// A URL (fetched, streamed for progress) or a Blob/File, into one Uint8Array: for Files,
+// the tokenizer and the codec kept for the CPU check.
 async function loadBytes(source, name, signal) {
   let total = 0, reader;
   if (typeof Blob !== "undefined" && source instanceof Blob) {
@@ -64,22 +64,40 @@ async function loadBytes(source, name, signal) {
 
 const asJson = (c) => (c === undefined || c === null ? undefined : typeof c === "string" ? c : JSON.stringify(c));
 
+const isUrl = (s) => typeof s === "string";
+// Progress of a streamed load, as the page sees it: { file, loaded, total }.
+const progressOf = (file) => (p) => emit("progress", { file, loaded: p.loaded, total: p.total || 0, tensor: p.tensor });
+
+// URLs stream through the Rust loaders (the LM straight into GPU buffers, with Range resume
+// and the Cache API); Files, or a codec kept for the CPU check, go as whole bytes.
 async function load(msg, signal) {
   await ready;
   const s = msg.sources;
   if (msg.mode === "codec") {
-    const m = await loadBytes(s.mimi, "mimi", signal);
     mimiConfig = asJson(msg.mimiConfig);
-    mimiBytes = msg.keepForCheck ? m.slice() : null;
     codec?.free();
-    codec = await MimiCodec.create(m, mimiConfig);
+    codec = null;
+    if (isUrl(s.mimi) && !msg.keepForCheck) {
+      codec = await MimiCodec.load(s.mimi, mimiConfig, progressOf("mimi"), signal);
+      mimiBytes = null;
+    } else {
+      const m = await loadBytes(s.mimi, "mimi", signal);
+      mimiBytes = msg.keepForCheck ? m.slice() : null;
+      codec = await MimiCodec.create(m, mimiConfig);
+    }
     return { adapter: codec.adapter, frameSize: codec.frameSize, numCodebooks: codec.numCodebooks };
   }
-  const m = await loadBytes(s.mimi, "mimi", signal);
-  const lm = await loadBytes(s.lm, "lm", signal);
   const tok = s.tokenizer ? await loadBytes(s.tokenizer, "tokenizer", signal) : undefined;
   session?.free();
-  session = await MoshiSession.create(m, asJson(msg.mimiConfig), lm, asJson(msg.lmConfig), tok, msg.seed >>> 0, !!msg.greedy);
+  session = null;
+  const mc = asJson(msg.mimiConfig), lc = asJson(msg.lmConfig), seed = msg.seed >>> 0, greedy = !!msg.greedy;
+  if (isUrl(s.mimi) && isUrl(s.lm)) {
+    session = await MoshiSession.load(s.mimi, mc, s.lm, lc, tok, seed, greedy, progressOf("mimi"), progressOf("lm"), signal);
+  } else {
+    const m = await loadBytes(s.mimi, "mimi", signal);
+    const lm = await loadBytes(s.lm, "lm", signal);
+    session = await MoshiSession.create(m, mc, lm, lc, tok, seed, greedy);
+  }
   return { adapter: session.adapter, frameSize: session.frameSize };
 }
 

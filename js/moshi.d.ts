@@ -13,6 +13,8 @@ export interface Progress {
   loaded: number;
   /** Bytes in all (0 when the server did not say). */
   total: number;
+  /** The tensor being read, for a streamed load. */
+  tensor?: string;
 }
 
 export interface LoadOptions {

@@ -10,8 +10,9 @@
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
 //! - [`resample`]: streaming sample-rate conversion (the device's rate to and from 24 kHz);
-//! - [`web`] (wasm32): the browser bindings the worker of the web app drives;
-//! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool.
+//! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool;
+//! - `web` (wasm32): the browser side: checkpoints through `fetch` and the Cache API, and
+//!   the bindings the web app's Worker drives.
 
 pub mod error;
 pub mod gpu;
@@ -23,7 +24,6 @@ pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod audio;
-
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

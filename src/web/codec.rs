@@ -5,8 +5,10 @@
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
+use web_sys::AbortSignal;
 
-use super::{js_error, load, now_ms, set};
+use super::load::{self, Source};
+use super::{js_error, now_ms, set};
 use crate::gpu::GpuContext;
 use crate::mimi::{Mimi, MimiCpu};
 
@@ -26,12 +28,22 @@ impl MimiCodec {
     /// Kyutai's names) and its config as JSON (`undefined`: the released codec, 8
     /// codebooks). Rejects with the loader's or the device's error.
     pub async fn create(mimi: Vec<u8>, config: Option<String>) -> Result<MimiCodec, JsError> {
-        let c = load::mimi_config(config.as_deref()).map_err(js_error)?;
-        let w = load::mimi_weights(&c, &mimi).map_err(js_error)?;
-        drop(mimi);
-        let ctx = Rc::new(GpuContext::new().await.map_err(js_error)?);
+        let len = mimi.len() as u64;
+        Self::build(Source::Bytes(&mimi), Some(len), config).await.map_err(js_error)
+    }
+
+    /// [`Self::create`] from a URL, streamed by `fetch` (progress `{loaded, total, tensor,
+    /// fromCache, retries}` to `progress`; `signal` aborts).
+    pub async fn load(url: String, config: Option<String>, progress: Option<js_sys::Function>, signal: Option<AbortSignal>) -> Result<MimiCodec, JsError> {
+        Self::build(Source::Url { url: &url, progress, signal }, None, config).await.map_err(js_error)
+    }
+
+    async fn build(source: Source<'_>, len: Option<u64>, config: Option<String>) -> crate::Result<MimiCodec> {
+        let c = load::mimi_config(config.as_deref())?;
+        let w = load::mimi_weights(&c, source, len).await?;
+        let ctx = Rc::new(GpuContext::new().await?);
         let adapter = ctx.info.to_string();
-        let mimi = Mimi::new(ctx, &w).await.map_err(js_error)?;
+        let mimi = Mimi::new(ctx, &w).await?;
         Ok(Self { mimi, frame_size: c.frame_size(), num_codebooks: c.num_codebooks, decoded: 0, adapter })
     }
 
@@ -99,7 +111,7 @@ pub fn mimi_cpu_roundtrip(mimi: &[u8], config: Option<String>, pcm: &[f32]) -> R
     if pcm.len() % fs != 0 {
         return Err(JsError::new(&format!("{} samples are not a whole number of {fs}-sample frames", pcm.len())));
     }
-    let w = load::mimi_weights(&c, mimi).map_err(js_error)?;
+    let w = load::mimi_weights_from_bytes(&c, mimi).map_err(js_error)?;
     let mut cpu = MimiCpu::new(&w);
     let mut codes = Vec::new();
     for f in pcm.chunks_exact(fs) {

@@ -1,10 +1,18 @@
-//! Weights from whole files: the bytes the Worker fetched (or read from a `File`), parsed
-//! into the models' weights. The one place that changes when weights stream from the
-//! network straight into GPU buffers.
+//! Weights for the Worker's models, from a URL (streamed by `fetch` through the model
+//! loaders, the LM straight into GPU buffers, with Range resume, the Cache API, progress and
+//! an `AbortSignal`: [`super::fetch::fetch_into`]) or from a whole file's bytes (a `File`
+//! the user picked, pushed through the same loaders).
 
+use std::rc::Rc;
+
+use web_sys::AbortSignal;
+
+use super::fetch::{fetch_into, js_progress, FetchOptions};
 use crate::error::{Error, Result};
-use crate::mimi::{MimiConfig, MimiWeights};
-use crate::moshi::{LmConfig, LmWeights, TextTokenizer};
+use crate::gpu::GpuContext;
+use crate::mimi::{MimiConfig, MimiLoader, MimiWeights};
+use crate::moshi::{LmConfig, LmGpuWeights, LmLoader, TextTokenizer};
+use crate::weights::stream::ByteSink;
 
 /// A Mimi config from JSON (Kyutai's keys, missing keys the released values), or the
 /// released codec when `None`.
@@ -17,14 +25,48 @@ pub fn lm_config(json: Option<&str>) -> Result<LmConfig> {
     json.map(LmConfig::from_json).unwrap_or_else(|| Ok(LmConfig::default()))
 }
 
-/// Mimi's weights from a safetensors file's bytes.
-pub fn mimi_weights(config: &MimiConfig, bytes: &[u8]) -> Result<MimiWeights> {
-    MimiWeights::from_safetensors(config, bytes).map_err(|e| context("Mimi checkpoint", e))
+/// Where a checkpoint comes from.
+pub enum Source<'a> {
+    /// A whole file's bytes.
+    Bytes(&'a [u8]),
+    /// A URL, fetched with progress (`{loaded, total, tensor, fromCache, retries}` to the JS
+    /// function) and cancellation.
+    Url { url: &'a str, progress: Option<js_sys::Function>, signal: Option<AbortSignal> },
 }
 
-/// The LM's weights from a safetensors file's bytes.
-pub fn lm_weights(config: &LmConfig, bytes: &[u8]) -> Result<LmWeights> {
-    LmWeights::from_safetensors(config, bytes).map_err(|e| context("Moshi LM checkpoint", e))
+async fn feed<K: ByteSink>(what: &str, source: Source<'_>, mut sink: K) -> Result<K> {
+    match source {
+        Source::Bytes(b) => {
+            sink.push(b).and_then(|_| sink.finish()).map_err(|e| context(what, e))?;
+            Ok(sink)
+        }
+        Source::Url { url, progress, signal } => {
+            let mut cb = progress.map(js_progress);
+            let opts = FetchOptions {
+                progress: cb.as_mut().map(|f| f as &mut dyn FnMut(&crate::weights::source::Progress<'_>)),
+                signal,
+                ..FetchOptions::default()
+            };
+            Ok(fetch_into(url, sink, opts).await.map_err(|e| context(what, e))?.0)
+        }
+    }
+}
+
+/// Mimi's weights (safetensors, Kyutai's names) through [`MimiLoader`].
+pub async fn mimi_weights(config: &MimiConfig, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
+    let sink = feed("Mimi checkpoint", source, MimiLoader::new(config, len)?).await?;
+    sink.into_weights().map_err(|e| context("Mimi checkpoint", e))
+}
+
+/// The LM's weights (safetensors or GGUF) through [`LmLoader`], into GPU buffers on `ctx`.
+pub async fn lm_weights(ctx: Rc<GpuContext>, config: &LmConfig, source: Source<'_>, len: Option<u64>) -> Result<LmGpuWeights> {
+    let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await?;
+    sink.into_weights().map_err(|e| context("Moshi LM checkpoint", e))
+}
+
+/// Mimi's weights from a whole safetensors file (the CPU oracle's path).
+pub fn mimi_weights_from_bytes(config: &MimiConfig, bytes: &[u8]) -> Result<MimiWeights> {
+    MimiWeights::from_safetensors(config, bytes).map_err(|e| context("Mimi checkpoint", e))
 }
 
 /// The text tokenizer from a SentencePiece model's bytes.

@@ -6,14 +6,19 @@
 //!   with Moshi's text decoded;
 //! - [`codec`]: [`MimiCodec`], Mimi alone (encode and decode frames on the GPU), and
 //!   [`mimi_cpu_roundtrip`], the CPU oracle over a whole clip;
-//! - [`resample`]: [`StreamResampler`], the device's rate to and from 24 kHz.
+//! - [`resample`]: [`StreamResampler`], the device's rate to and from 24 kHz;
+//! - [`load`]: the models' weights from a URL (streamed) or a file's bytes;
+//! - [`fetch`], [`cache`]: checkpoint bytes through `fetch` (Range resume, AbortSignal) and
+//!   the Cache API, fed to the same [`crate::weights::source`] driver as a file natively.
 //!
-//! Weights arrive as whole files' bytes ([`load`]); errors reach JavaScript as `Error`s
-//! carrying [`crate::Error`]'s message.
+//! Errors reach JavaScript as `Error`s carrying [`crate::Error`]'s message.
 
+pub mod cache;
 pub mod codec;
+pub mod fetch;
 pub mod load;
 pub mod resample;
+pub mod scope;
 pub mod session;
 
 pub use codec::{mimi_cpu_roundtrip, MimiCodec};

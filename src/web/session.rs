@@ -9,8 +9,10 @@
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
+use web_sys::AbortSignal;
 
-use super::{js_error, load, now_ms, set};
+use super::load::{self, Source};
+use super::{js_error, now_ms, set};
 use crate::gpu::GpuContext;
 use crate::moshi::tokenizer::TextStream;
 use crate::moshi::{Sampling, TextTokenizer};
@@ -30,11 +32,13 @@ pub struct MoshiSession {
 
 #[wasm_bindgen]
 impl MoshiSession {
-    /// Build both models on a new WebGPU device from whole files' bytes: a Mimi checkpoint
-    /// and an LM checkpoint (safetensors, Kyutai's names), their configs as JSON (Kyutai's
-    /// keys; `undefined` for the released Mimi and Moshi 7B), an optional SentencePiece
-    /// tokenizer (without it text events carry token ids only), and the sampling: Moshi's
-    /// defaults seeded by `seed`, or greedy. Rejects with the loader's or the device's error.
+    /// Build both models on a new WebGPU device from whole files' bytes (`File`s the user
+    /// picked): a Mimi checkpoint and an LM checkpoint (safetensors or GGUF, Kyutai's names),
+    /// their configs as JSON (Kyutai's keys; `undefined` for the released Mimi and Moshi 7B),
+    /// an optional SentencePiece tokenizer (without it text events carry token ids only),
+    /// and the sampling: Moshi's defaults seeded by `seed`, or greedy. Rejects with the
+    /// loader's or the device's error.
+    #[allow(clippy::too_many_arguments)]
     pub async fn create(
         mimi: Vec<u8>,
         mimi_config: Option<String>,
@@ -44,17 +48,55 @@ impl MoshiSession {
         seed: u32,
         greedy: bool,
     ) -> Result<MoshiSession, JsError> {
-        let mc = load::mimi_config(mimi_config.as_deref()).map_err(js_error)?;
-        let lc = load::lm_config(lm_config.as_deref()).map_err(js_error)?;
-        let mimi_w = load::mimi_weights(&mc, &mimi).map_err(js_error)?;
-        drop(mimi);
-        let lm_w = load::lm_weights(&lc, &lm).map_err(js_error)?;
-        drop(lm);
-        let tokenizer = tokenizer.map(|b| load::tokenizer(&b)).transpose().map_err(js_error)?;
-        let ctx = Rc::new(GpuContext::new().await.map_err(js_error)?);
+        let (ml, ll) = (mimi.len() as u64, lm.len() as u64);
+        Self::build(Source::Bytes(&mimi), Some(ml), mimi_config, Source::Bytes(&lm), Some(ll), lm_config, tokenizer, seed, greedy)
+            .await
+            .map_err(js_error)
+    }
+
+    /// [`Self::create`] from URLs: both checkpoints streamed by `fetch` through the model
+    /// loaders (the LM straight into GPU buffers; Range resume, the Cache API), with
+    /// `mimiProgress` / `lmProgress` called with `{loaded, total, tensor, fromCache,
+    /// retries}` and `signal` aborting the load.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn load(
+        mimi_url: String,
+        mimi_config: Option<String>,
+        lm_url: String,
+        lm_config: Option<String>,
+        tokenizer: Option<Vec<u8>>,
+        seed: u32,
+        greedy: bool,
+        mimi_progress: Option<js_sys::Function>,
+        lm_progress: Option<js_sys::Function>,
+        signal: Option<AbortSignal>,
+    ) -> Result<MoshiSession, JsError> {
+        let mimi = Source::Url { url: &mimi_url, progress: mimi_progress, signal: signal.clone() };
+        let lm = Source::Url { url: &lm_url, progress: lm_progress, signal };
+        Self::build(mimi, None, mimi_config, lm, None, lm_config, tokenizer, seed, greedy).await.map_err(js_error)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn build(
+        mimi: Source<'_>,
+        mimi_len: Option<u64>,
+        mimi_config: Option<String>,
+        lm: Source<'_>,
+        lm_len: Option<u64>,
+        lm_config: Option<String>,
+        tokenizer: Option<Vec<u8>>,
+        seed: u32,
+        greedy: bool,
+    ) -> crate::Result<MoshiSession> {
+        let mc = load::mimi_config(mimi_config.as_deref())?;
+        let lc = load::lm_config(lm_config.as_deref())?;
+        let tokenizer = tokenizer.map(|b| load::tokenizer(&b)).transpose()?;
+        let ctx = Rc::new(GpuContext::new().await?);
+        let mimi_w = load::mimi_weights(&mc, mimi, mimi_len).await?;
+        let lm_w = load::lm_weights(ctx.clone(), &lc, lm, lm_len).await?;
         let adapter = ctx.info.to_string();
         let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed) };
-        let session = Session::new(ctx, &mimi_w, &lm_w, sampling).await.map_err(js_error)?;
+        let session = Session::new(ctx, &mimi_w, &lm_w, sampling).await?;
         let padding = lc.existing_text_padding_id as u32;
         Ok(Self {
             session,
