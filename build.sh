@@ -19,6 +19,21 @@ BIN=target/release/inferencelayer
 
 say() { echo "== $*" >&2; }
 
+# The browser loader tests and benchmark fetch from a local fault-injecting server.
+FAULT_PORT="${FAULT_PORT:-8719}"
+export FAULT_SERVER="http://127.0.0.1:$FAULT_PORT"
+fault_server() {
+  python3 tests/server/fault_server.py --port "$FAULT_PORT" &
+  FAULT_PID=$!
+  trap 'kill "$FAULT_PID" 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$FAULT_PORT") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "the fault server did not start on port $FAULT_PORT" >&2
+  return 1
+}
+
 checkpoint() {
   say "building the native tool (cargo build --release; the first build takes a few minutes)"
   cargo build --release --quiet --bin inferencelayer
@@ -47,7 +62,9 @@ case "${1:-main}" in
     say "native tests (cargo test --release): GPU plans on the adapter wgpu finds, CPU oracles"
     cargo test --release 2>&1 | tee "$log"
     say "browser tests (wasm-pack test --headless --chrome): WebGPU in headless Chromium"
+    fault_server
     wasm-pack test --headless --chrome --release 2>&1 | tee -a "$log"
+    kill "$FAULT_PID" 2>/dev/null || true
     # One closing line over both runners.
     awk '/test result:/ { for (i = 2; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i - 1); if ($i ~ /^failed;?$/) f += $(i - 1) } }
          END { printf "%d passed, %d failed\n", p, f }' "$log"
@@ -60,6 +77,11 @@ case "${1:-main}" in
     "$BIN" bench --checkpoint "$CKPT" --frames 200
     say "browser Mimi benchmark, 100 frames (slow on SwiftShader without a GPU)"
     wasm-pack test --headless --chrome --release --test web_bench -- --include-ignored
+    say "native loader benchmark: Moshi 7B's geometry in bf16 (15.4 GB, generated) -> Q8_0"
+    cargo run --release --quiet --example load_bench
+    say "browser loader benchmark: the same file through fetch from a local server"
+    fault_server
+    wasm-pack test --headless --chrome --release --test web_load_bench -- --include-ignored --nocapture
     ;;
   *)
     echo "usage: ./build.sh [main|test|bench]" >&2

@@ -1,6 +1,7 @@
 //! Loader benchmark: a bf16 safetensors checkpoint at Moshi 7B's full geometry (about
 //! 15.4 GB, Kyutai's `model.safetensors` tensor names), generated on the fly from a seeded
-//! hash and never held, streamed chunk by chunk through the streaming reader into Q8_0
+//! hash and never held, streamed chunk by chunk through the byte-source driver and the
+//! streaming reader (the path of a browser load) into Q8_0
 //! parts cut to a storage-binding limit. Prints the peak heap (a counting global allocator)
 //! against the bound "largest single tensor + 64 MiB", and the throughput.
 //!
@@ -17,7 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use inferencelayer::weights::stream::{Kind, Limits, Loaded, Loader, Plan, SafetensorsStream, TensorEntry, Unknown};
+use inferencelayer::weights::source::{load, ByteSource, LoadOptions, Opened};
+use inferencelayer::weights::stream::{CheckpointReader, Kind, Limits, Loaded, Loader, Plan, TensorEntry, Unknown};
+use inferencelayer::{Error, Result};
 use sha2::{Digest, Sha256};
 
 /// The system allocator, counting live bytes and their peak.
@@ -205,6 +208,32 @@ impl<'a> Generator<'a> {
     }
 }
 
+/// The generator as a byte source (it streams from the start only, as a first request does).
+struct GeneratorSource<'a> {
+    g: Generator<'a>,
+    chunk: usize,
+    started: bool,
+}
+
+impl ByteSource for GeneratorSource<'_> {
+    fn url(&self) -> &str {
+        "generated Moshi 7B checkpoint"
+    }
+    async fn open(&mut self, offset: u64) -> Result<Opened> {
+        if offset != 0 || self.started {
+            return Err(Error::Input("the generator cannot seek".into()));
+        }
+        self.started = true;
+        Ok(Opened { start: 0, len: None, total: None, version: None })
+    }
+    async fn read(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
+        buf.clear();
+        buf.reserve(self.chunk);
+        Ok(self.g.next_chunk(buf))
+    }
+    async fn pause(&mut self, _: u32) {}
+}
+
 /// This thread's time on a CPU, in seconds (Linux; the machine may be shared, so wall time
 /// alone can mislead).
 fn cpu_s() -> Option<f64> {
@@ -274,7 +303,7 @@ fn main() {
     PEAK.store(base, Ordering::Relaxed);
     let (t0, c0) = (Instant::now(), cpu_s());
     {
-        let mut loader = Loader::new(plan, |t: &TensorEntry, l: Loaded| {
+        let loader = Loader::new(plan, |t: &TensorEntry, l: Loaded| {
             // stands in for the upload to a GPU buffer: touch the part, then drop it
             parts += 1;
             match l {
@@ -294,18 +323,13 @@ fn main() {
             }
             Ok(())
         });
-        let mut stream = SafetensorsStream::new(Some(file_len), Limits::default());
+        // the same path as a browser load: the source driver feeding a checkpoint reader
+        let mut reader = CheckpointReader::new(Some(file_len), Limits::default(), loader);
         if let Some(h) = hasher {
-            stream = stream.verify_sha256(h.finalize().into());
+            reader = reader.verify_sha256(h.finalize().into());
         }
-        let mut g = Generator::new(&specs);
-        while g.next_chunk(&mut buf) {
-            if let Err(e) = stream.push(&buf, &mut loader) {
-                eprintln!("load_bench: {e}");
-                std::process::exit(2);
-            }
-        }
-        if let Err(e) = stream.finish(&mut loader) {
+        let mut source = GeneratorSource { g: Generator::new(&specs), chunk, started: false };
+        if let Err(e) = pollster::block_on(load(&mut source, reader, LoadOptions::default())) {
             eprintln!("load_bench: {e}");
             std::process::exit(2);
         }

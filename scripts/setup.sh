@@ -15,8 +15,8 @@ SUDO=""
 
 # Debian packages: Vulkan on the CPU (Mesa's lavapipe) for the native GPU tests; Chromium and
 # its driver for the browser tests (WebGPU on SwiftShader); binaryen's wasm-opt for wasm-pack;
-# sox and the ALSA sample recordings for audio.
-APT_PKGS="mesa-vulkan-drivers libvulkan1 chromium chromium-driver binaryen sox alsa-utils"
+# sox and the ALSA sample recordings for audio; python3 for the loader tests' fault server.
+APT_PKGS="mesa-vulkan-drivers libvulkan1 chromium chromium-driver binaryen sox alsa-utils python3"
 missing=""
 for p in $APT_PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -61,6 +61,26 @@ pub enum Error {
     /// A checkpoint holds a tensor the model has no place for (a wrong or renamed file).
     #[error("checkpoint holds tensor `{0}`, which the model does not use")]
     UnknownTensor(String),
+    /// A server answered a checkpoint request with an HTTP error status (after the retries
+    /// a 5xx, 408 or 429 gets).
+    #[error("HTTP {status} from {url}: {why}")]
+    Http { url: String, status: u16, why: String },
+    /// The connection to `url` failed or dropped at file byte `offset`, and resuming from
+    /// there did not succeed within the retries allowed.
+    #[error("network error reading {url} at byte {offset}: {why}")]
+    Network { url: String, offset: u64, why: String },
+    /// A response that cannot be trusted: a body longer than its `Content-Length`, a
+    /// `Content-Range` that does not start where asked, a file that changed between two
+    /// requests. `offset` is the file byte the load had reached.
+    #[error("bad response from {url} at byte {offset}: {why}")]
+    Transfer { url: String, offset: u64, why: String },
+    /// The load was cancelled (an `AbortSignal`, or the caller's cancel flag) at file byte
+    /// `offset`; nothing of it is kept.
+    #[error("loading {url} was cancelled at byte {offset}")]
+    Aborted { url: String, offset: u64 },
+    /// The browser's Cache API is missing (an insecure context) or failed (quota).
+    #[error("browser cache: {0}")]
+    Cache(String),
     /// A SentencePiece text tokenizer model that cannot be read (malformed protobuf, or a
     /// model sentencepiece itself refuses to load), or a token id the model does not have.
     #[error("text tokenizer: {0}")]

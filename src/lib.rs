@@ -9,7 +9,8 @@
 //!   GPU plans and as the CPU oracle;
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
-//! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool.
+//! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool;
+//! - `web` (wasm32): checkpoints through `fetch` and the Cache API.
 
 pub mod error;
 pub mod gpu;
@@ -20,6 +21,8 @@ pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod audio;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, Result};
 pub use gpu::GpuContext;

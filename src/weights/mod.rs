@@ -4,6 +4,7 @@
 pub mod gguf;
 pub mod place;
 pub mod q8;
+pub mod source;
 pub mod stream;
 pub mod synthetic;
 
