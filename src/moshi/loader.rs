@@ -96,8 +96,8 @@ fn q8_buffers(ctx: &GpuContext, label: &str, rows: usize, cols: usize) -> Result
     })
 }
 
-/// Byte sizes of every buffer of `config` (name, bytes), for the limit check before any
-/// buffer is made.
+/// Byte sizes of one buffer of each distinct shape of `config` (name, bytes), for the
+/// limit check before any buffer is made.
 fn buffer_sizes(w: &LmConfig) -> Vec<(String, u64)> {
     let mut v = Vec::new();
     let f = |v: &mut Vec<(String, u64)>, n: String, len: usize| v.push((n, 4 * len as u64));
@@ -415,6 +415,8 @@ fn stacked(header: &Header, prefix: &str) -> bool {
 /// The routes of every tensor, for the naming the header uses; shapes from the config.
 struct Layout {
     entries: HashMap<String, Entry>,
+    /// The names in the model's order (embeddings, temporal transformer, heads, depformer).
+    order: Vec<String>,
 }
 
 impl Layout {
@@ -422,6 +424,7 @@ impl Layout {
     fn f32(&mut self, name: String, shape: Vec<usize>, slots: &[(Slot, usize)]) {
         let rows = shape.iter().rev().skip(1).product();
         let routes = slots.iter().map(|&(slot, dst_row0)| Route { src_row0: 0, rows, slot, dst_row0, writer: 0 }).collect();
+        self.order.push(name.clone());
         self.entries.insert(name, Entry { shape, kind: Kind::F32, routes });
     }
 
@@ -433,6 +436,7 @@ impl Layout {
             routes.push(Route { src_row0: row0, rows, slot, dst_row0: 0, writer: 0 });
             row0 += rows;
         }
+        self.order.push(name.clone());
         self.entries.insert(name, Entry { shape: vec![row0, cols], kind: Kind::Q8, routes });
     }
 
@@ -466,7 +470,7 @@ impl Layout {
     }
 
     fn build(c: &LmConfig, header: &Header) -> Self {
-        let mut lay = Layout { entries: HashMap::new() };
+        let mut lay = Layout { entries: HashMap::new(), order: Vec::new() };
         let (d, dd, k) = (c.dim, c.depformer_dim, c.dep_q);
         for n in 0..c.n_q {
             lay.f32(format!("emb.{n}.weight"), vec![c.card + 1, d], &[(Slot::Emb, n * (c.card + 1))]);
@@ -537,6 +541,15 @@ impl LmPlacer {
 impl Placer for LmPlacer {
     fn plan(&mut self, header: &Header) -> Result<Plan> {
         let lay = Layout::build(&self.config, header);
+        // the first missing or misshapen tensor in the model's order (the plan's own check
+        // goes by name), so the error names the tensor a reader of the config meets first
+        for name in &lay.order {
+            let want = &lay.entries[name].shape;
+            let t = header.get(name).ok_or_else(|| Error::MissingTensor(name.clone()))?;
+            if &t.shape != want {
+                return Err(Error::Shape { name: name.clone(), expected: want.clone(), found: t.shape.clone() });
+            }
+        }
         let mut plan = Plan::new(self.max_part);
         for (name, e) in &lay.entries {
             plan.want(name, &e.shape, e.kind);

@@ -14,7 +14,8 @@
 //! - `load-lm`: stream an LM checkpoint (`.safetensors` or `.gguf`) into the GPU and report
 //!   the throughput and the peak host memory.
 //!
-//! Checkpoints are read in chunks through the streaming loaders (`LmLoader`, `MimiLoader`):
+//! Checkpoints are read in chunks (the byte-source driver over a `FileSource`) through the
+//! streaming loaders (`LmLoader`, `MimiLoader`):
 //! the LM's weights go from the file straight into GPU buffers, never whole in memory.
 //!
 //! Audio is coded in frames of 1920 samples (80 ms at 24 kHz); the last partial frame of an
@@ -32,6 +33,7 @@ use inferencelayer::moshi::synthetic as lm_synthetic;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
 use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling, StreamSampling};
 use inferencelayer::mimi::MimiLoader;
+use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
@@ -280,8 +282,7 @@ impl Codec {
 
     /// [`Codec::open`] on an existing context (shared with the LM).
     async fn open_on(ctx: Rc<GpuContext>, config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
-        let mut loader = MimiLoader::new(config, None)?;
-        stream_file(checkpoint, &mut loader, "Mimi", CHUNK)?;
+        let loader = stream_file(checkpoint, MimiLoader::new(config, None)?, "Mimi", CHUNK).await?;
         let weights = loader.into_weights()?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &weights).await?;
@@ -495,42 +496,28 @@ fn lm_config(path: Option<&Path>, default: impl FnOnce() -> Result<LmConfig>) ->
 /// Bytes per read when streaming a checkpoint file.
 const CHUNK: usize = 4 << 20;
 
-/// Feed the file at `path` to `sink` in reads of `chunk` bytes, then finish it; returns the
-/// bytes read. A read failure, or a file that is not a checkpoint of either format, is an
-/// [`Error::File`] naming the file; the model's own refusals (a missing or misshapen tensor)
-/// pass through as they are.
-fn stream_file(path: &Path, sink: &mut dyn ByteSink, what: &str, chunk: usize) -> Result<u64> {
-    use std::io::Read;
-    let fail = |e: std::io::Error| file_error(path, format!("cannot read the {what} checkpoint: {e}"));
-    let mut file = std::fs::File::open(path).map_err(fail)?;
-    let mut buf = vec![0u8; chunk.max(1)];
-    let mut total = 0u64;
-    let named = |e: Error| match e {
-        Error::Stream { .. } => file_error(path, format!("not a valid {what} checkpoint (safetensors or GGUF): {e}")),
-        other => other,
-    };
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(fail(e)),
-        };
-        sink.push(&buf[..n]).map_err(named)?;
-        total += n as u64;
+/// Feed the file at `path` to `sink` in reads of `chunk` bytes through the byte-source
+/// driver (the one the web's `fetch` goes through), which finishes the sink; returns it. A
+/// file that cannot be read, or is not a checkpoint of either format, is an [`Error::File`]
+/// naming it; the model's own refusals (a missing or misshapen tensor) pass through as
+/// they are.
+async fn stream_file<K: ByteSink>(path: &Path, sink: K, what: &str, chunk: usize) -> Result<K> {
+    std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the {what} checkpoint: {e}")))?;
+    let mut file = FileSource::new(path).chunk_size(chunk);
+    match source::load(&mut file, sink, LoadOptions::default()).await {
+        Ok((sink, _)) => Ok(sink),
+        Err(e @ Error::Stream { .. }) => Err(file_error(path, format!("not a valid {what} checkpoint (safetensors or GGUF): {e}"))),
+        Err(e) => Err(e),
     }
-    sink.finish().map_err(named)?;
-    Ok(total)
 }
 
 /// Stream an LM checkpoint (`.safetensors` or `.gguf`) for `config` into GPU buffers on
 /// `ctx`. A tensor missing, unknown or of the wrong shape for the config is
 /// [`Error::MissingTensor`] / [`Error::UnknownTensor`] / [`Error::Shape`] naming it, before
 /// any weight is uploaded; a file that is not a checkpoint is an [`Error::File`] naming it.
-fn load_lm(ctx: &Rc<GpuContext>, config: &LmConfig, path: &Path, chunk: usize) -> Result<LmGpuWeights> {
+async fn load_lm(ctx: &Rc<GpuContext>, config: &LmConfig, path: &Path, chunk: usize) -> Result<LmGpuWeights> {
     let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
-    let mut loader = LmLoader::new(ctx.clone(), config, Some(len))?;
-    stream_file(path, &mut loader, "LM", chunk)?;
+    let loader = stream_file(path, LmLoader::new(ctx.clone(), config, Some(len))?, "LM", chunk).await?;
     loader.into_weights()
 }
 
@@ -549,8 +536,7 @@ async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Re
     let heap0 = crate::heap_peak_reset();
     let t0 = Instant::now();
     let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
-    let mut loader = LmLoader::new(ctx.clone(), &config, Some(len))?;
-    stream_file(path, &mut loader, "LM", chunk)?;
+    let loader = stream_file(path, LmLoader::new(ctx.clone(), &config, Some(len))?, "LM", chunk).await?;
     let format = loader.format_name().unwrap_or("?");
     let weights = loader.into_weights()?;
     let secs = t0.elapsed().as_secs_f64();
@@ -706,7 +692,7 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
 
     let start = Instant::now();
     let ctx = Rc::new(GpuContext::new().await?);
-    let weights = load_lm(&ctx, &config, &a.lm, CHUNK)?;
+    let weights = load_lm(&ctx, &config, &a.lm, CHUNK).await?;
     let adapter = ctx.info.to_string();
     let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
     drop(weights);
