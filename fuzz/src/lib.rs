@@ -9,11 +9,4 @@ pub mod error;
 
 pub use error::{Error, Result};
 
-pub mod weights {
-    #[path = "../../../src/weights/gguf.rs"]
-    pub mod gguf;
-    #[path = "../../../src/weights/q8.rs"]
-    pub mod q8;
-    #[path = "../../../src/weights/stream.rs"]
-    pub mod stream;
-}
+pub mod weights;
