@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::mimi::{Mimi, MimiWeights};
-use crate::moshi::{Lm, LmGen, LmWeights, Sampling};
+use crate::moshi::{Lm, LmGen, LmGpuWeights, Sampling};
 
 /// One output frame of a session.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,9 +35,11 @@ pub struct Session {
 }
 
 impl Session {
-    /// Build both models' plans on `ctx`. The codec must run `dep_q` codebooks and its
-    /// codebooks must cover the LM's `card`; otherwise [`Error::Config`] says which.
-    pub async fn new(ctx: Rc<GpuContext>, mimi: &MimiWeights, lm: &LmWeights, sampling: Sampling) -> Result<Self> {
+    /// Build both models' plans on `ctx`, the LM over its GPU-resident weights (streamed by
+    /// [`crate::moshi::LmLoader`] or uploaded by [`LmGpuWeights::upload`]). The codec must run
+    /// `dep_q` codebooks and its codebooks must cover the LM's `card`; otherwise
+    /// [`Error::Config`] says which.
+    pub async fn new(ctx: Rc<GpuContext>, mimi: &MimiWeights, lm: &LmGpuWeights, sampling: Sampling) -> Result<Self> {
         let c = &lm.config;
         if mimi.quantizer.num_codebooks() != c.dep_q {
             return Err(Error::config(

@@ -205,7 +205,7 @@ fn gpu_lm_refuses_tokens_out_of_range_and_goes_on() {
         let frames = 8;
         let mut runs = Vec::new();
         for with_bad in [false, true] {
-            let mut lm = Lm::new(ctx.clone(), &w, Sampling::greedy()).await.expect("plan");
+            let mut lm = Lm::new(ctx.clone(), &w.upload(&ctx).unwrap(), Sampling::greedy()).await.expect("plan");
             let mut gen = LmGen::new(&g.config);
             let mut out = Vec::new();
             for (t, codes) in g.user_codes.iter().take(frames).enumerate() {

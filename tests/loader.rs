@@ -1058,3 +1058,72 @@ fn fuzz_regression_an_empty_gguf_tensor_with_a_huge_row_loads_as_one_empty_part(
     let (h, _) = gguf::parse_header(&file).unwrap();
     assert_eq!(h.get("a").unwrap().shape, vec![0, 0x6000_0000_0000_2059]);
 }
+
+// --- MimiLoader ------------------------------------------------------------------------------
+
+/// `MimiLoader` fed the synthetic Mimi checkpoint in random chunks, in the current naming
+/// and with the encoder transformer's attention under the released stacked names
+/// (`self_attn.in_proj_weight`), gives weights on which the CPU oracle encodes and decodes
+/// exactly as on the in-memory reader's; a missing tensor is refused at the header.
+#[test]
+fn mimi_loader_gives_the_weights_of_the_in_memory_reader() {
+    use inferencelayer::mimi::MimiLoader;
+    use inferencelayer::weights::stream::ByteSink;
+    use inferencelayer::{MimiCpu, MimiWeights};
+    let config = MimiConfig::default();
+    let bytes = mimi();
+    let want = MimiWeights::from_safetensors(&config, bytes).expect("in-memory load");
+    // the released names for the encoder transformer's attention
+    let store = TensorStore::from_bytes(bytes).unwrap();
+    let renamed: Vec<(String, Vec<usize>, Vec<f32>)> = config
+        .tensor_specs()
+        .into_iter()
+        .map(|(n, s)| {
+            let v = store.get(&n, &s).unwrap();
+            let n = n
+                .replace("encoder_transformer.transformer.layers.0.self_attn.in_projs.0.weight", "encoder_transformer.transformer.layers.0.self_attn.in_proj_weight")
+                .replace("encoder_transformer.transformer.layers.0.self_attn.out_projs.0.weight", "encoder_transformer.transformer.layers.0.self_attn.out_proj.weight");
+            (n, s, v)
+        })
+        .collect();
+    assert!(renamed.iter().any(|t| t.0.ends_with("in_proj_weight")), "the renaming must hit a tensor");
+    let data: Vec<Vec<u8>> = renamed.iter().map(|t| bytemuck::cast_slice(&t.2).to_vec()).collect();
+    let views: Vec<(String, TensorView<'_>)> =
+        renamed.iter().zip(&data).map(|(t, d)| (t.0.clone(), TensorView::new(Dtype::F32, t.1.clone(), d).unwrap())).collect();
+    let released = safetensors::serialize(views, None).unwrap();
+    drop(data);
+
+    let mut rng = Rng(5);
+    let pcm: Vec<f32> = (0..config.frame_size()).map(|_| 0.1 * (rng.unit() - 0.5)).collect();
+    let mut cpu = MimiCpu::new(&want);
+    let want_codes = cpu.encode_frame(&pcm).unwrap();
+    let want_pcm = cpu.decode_frame(0, &want_codes).unwrap();
+    for (what, file, seed) in [("current names", bytes, 21u64), ("released names", &released[..], 22)] {
+        let mut loader = MimiLoader::new(&config, Some(file.len() as u64)).unwrap();
+        let mut rng = Rng(seed);
+        let mut at = 0;
+        while at < file.len() {
+            let n = (1 + rng.below(1 << 20)).min(file.len() - at);
+            loader.push(&file[at..at + n]).unwrap();
+            at += n;
+        }
+        loader.finish().unwrap();
+        let got = loader.into_weights().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let mut cpu = MimiCpu::new(&got);
+        let codes = cpu.encode_frame(&pcm).unwrap();
+        assert_eq!(codes, want_codes, "{what}: codes");
+        assert!(bits(&cpu.decode_frame(0, &codes).unwrap()) == bits(&want_pcm), "{what}: decoded samples differ");
+    }
+
+    // a missing tensor: refused at the header, naming it
+    let missing = "quantizer.rvq_rest.vq.layers.3._codebook.embedding_sum";
+    let kept: Vec<_> = renamed.iter().filter(|t| t.0 != missing).collect();
+    let data: Vec<Vec<u8>> = kept.iter().map(|t| bytemuck::cast_slice(&t.2).to_vec()).collect();
+    let views: Vec<(String, TensorView<'_>)> =
+        kept.iter().zip(&data).map(|(t, d)| (t.0.clone(), TensorView::new(Dtype::F32, t.1.clone(), d).unwrap())).collect();
+    let file = safetensors::serialize(views, None).unwrap();
+    let mut loader = MimiLoader::new(&config, Some(file.len() as u64)).unwrap();
+    let e = file.chunks(1 << 16).try_for_each(|c| loader.push(c)).and_then(|_| loader.finish()).err().expect("refused");
+    assert!(matches!(&e, Error::MissingTensor(n) if n == missing), "{e:?}");
+    assert!(loader.into_weights().is_err(), "a failed load hands out nothing");
+}

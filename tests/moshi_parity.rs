@@ -69,7 +69,8 @@ fn gpu_greedy_lmgen_matches_the_reference() {
         let w = weights(&g);
         let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
         eprintln!("adapter: {}", ctx.info);
-        let mut lm = Lm::new(ctx, &w, Sampling::greedy()).await.expect("plan");
+        let gw = w.upload(&ctx).expect("upload");
+        let mut lm = Lm::new(ctx, &gw, Sampling::greedy()).await.expect("plan");
         let mut gen = LmGen::new(&g.config);
         let mut out = Vec::new();
         let mut frames = Vec::new();

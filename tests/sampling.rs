@@ -71,8 +71,8 @@ fn gpu_draws_follow_softmax_top_k() {
 fn a_seeded_session_replays_token_for_token() {
     pollster::block_on(async {
         let g = lm_golden();
-        let w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).unwrap();
         let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
+        let w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).unwrap().upload(&ctx).unwrap();
         let run = |seed: u32| {
             let ctx = ctx.clone();
             let w = &w;

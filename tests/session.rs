@@ -19,7 +19,7 @@ fn lm_and_decode_in_one_submit_match_lmgen_and_a_separate_decode() {
         let lm_w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).unwrap();
         let mimi_w = MimiWeights::from_safetensors(&MimiConfig::default(), &common::checkpoint_bytes()).unwrap();
         let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
-        let mut session = Session::new(ctx.clone(), &mimi_w, &lm_w, Sampling::greedy()).await.unwrap();
+        let mut session = Session::new(ctx.clone(), &mimi_w, &lm_w.upload(&ctx).unwrap(), Sampling::greedy()).await.unwrap();
         let mut separate = Mimi::new(ctx.clone(), &mimi_w).await.unwrap();
         let frames = 8;
         let mut rows = 0;

@@ -1,6 +1,7 @@
-//! The Mimi parity gates in a real browser: headless Chromium's WebGPU (SwiftShader where
-//! there is no GPU), through `wasm-pack test --headless --chrome`. Same reference outputs,
-//! same regenerated checkpoint, loaded through the same loader, as `tests/mimi_parity.rs`.
+//! The parity gates in a real browser: headless Chromium's WebGPU (SwiftShader where there
+//! is no GPU), through `wasm-pack test --headless --chrome`. Same reference outputs, same
+//! regenerated checkpoints as `tests/mimi_parity.rs` and `tests/moshi_parity.rs`; the LM's
+//! checkpoint is streamed through `LmLoader` into the GPU, as the web loads it.
 #![cfg(target_arch = "wasm32")]
 
 mod common;
@@ -56,14 +57,29 @@ async fn browser_gpu_and_cpu_match_the_reference() {
     assert!(snr >= 40.0, "CPU decode SNR {snr:.1} dB < 40 dB");
 }
 
+/// The LM as the web loads it: the reduced-geometry checkpoint streamed through `LmLoader`
+/// in chunks (uneven sizes, as a `fetch` body arrives) straight into WebGPU buffers, then
+/// greedy LMGen held to the reference.
 #[wasm_bindgen_test]
-async fn browser_moshi_lm_greedy_matches_the_reference() {
+async fn browser_moshi_lm_streamed_greedy_matches_the_reference() {
     use common::moshi::*;
-    use inferencelayer::moshi::{Lm, LmGen, LmWeights, Sampling};
+    use inferencelayer::moshi::{Lm, LmGen, LmLoader, Sampling};
+    use inferencelayer::weights::stream::ByteSink;
     let g = lm_golden();
-    let w = LmWeights::from_safetensors(&g.config, &lm_checkpoint_bytes(&g.config)).expect("load LM checkpoint");
+    let bytes = lm_checkpoint_bytes(&g.config);
     let ctx = Rc::new(GpuContext::new().await.expect("WebGPU adapter"));
-    let mut lm = Lm::new(ctx, &w, Sampling::greedy()).await.expect("plan");
+    let mut loader = LmLoader::with_part_bytes(ctx.clone(), &g.config, Some(bytes.len() as u64), 4096).expect("loader");
+    let (mut at, mut i) = (0, 0usize);
+    while at < bytes.len() {
+        let n = [65536, 13, 40000, 3][i % 4].min(bytes.len() - at);
+        loader.push(&bytes[at..at + n]).expect("push");
+        at += n;
+        i += 1;
+    }
+    loader.finish().expect("finish");
+    let gw = loader.into_weights().expect("streamed weights");
+    console_log!("browser LM: {} chunks streamed into {} bytes of GPU buffers", i, gw.bytes());
+    let mut lm = Lm::new(ctx, &gw, Sampling::greedy()).await.expect("plan");
     let mut gen = LmGen::new(&g.config);
     let mut out = Vec::new();
     for codes in &g.user_codes {

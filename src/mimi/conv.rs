@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::gpu::{ConvSpec, ConvTrSpec, PlanBuilder, Tensor};
-use crate::weights::TensorStore;
+use crate::weights::TensorSource;
 
 /// A causal Conv1d with its checkpoint name (`<name>.weight`, `<name>.bias`).
 pub struct Conv1d {
@@ -37,7 +37,7 @@ impl Conv1d {
     /// Load `<name>.weight` `[out_c, in_c, k]` (and `<name>.bias` when `bias`).
     #[allow(clippy::too_many_arguments)]
     pub fn load(
-        store: &TensorStore<'_>,
+        store: &dyn TensorSource,
         name: &str,
         (in_c, out_c, k): (usize, usize, usize),
         stride: usize,
@@ -148,7 +148,7 @@ pub struct ConvTr1dState {
 impl ConvTr1d {
     /// Load `<name>.weight` `[in_c, out_c / groups, k]` (and `<name>.bias` when `bias`).
     pub fn load(
-        store: &TensorStore<'_>,
+        store: &dyn TensorSource,
         name: &str,
         (in_c, out_c, k): (usize, usize, usize),
         stride: usize,

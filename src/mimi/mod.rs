@@ -6,11 +6,13 @@
 //! codes. Decode mirrors it: RVQ decode, channel-wise learnt upsample (the reference's
 //! `upsample_channel_wise_bug`, kept), decoder transformer, SEANet decoder -> `[1920]`.
 //!
-//! [`MimiWeights`] holds a checkpoint's tensors; [`Mimi`] runs them as two static GPU plans;
+//! [`MimiWeights`] holds a checkpoint's tensors (read from memory, or streamed by
+//! [`MimiLoader`]); [`Mimi`] runs them as two static GPU plans;
 //! [`MimiCpu`] is the CPU oracle the tests hold the GPU to.
 
 pub mod config;
 pub mod conv;
+pub mod loader;
 pub mod quantization;
 pub mod seanet;
 pub mod transformer;
@@ -20,10 +22,11 @@ mod oracle;
 
 pub use codec::Mimi;
 pub use config::MimiConfig;
+pub use loader::MimiLoader;
 pub use oracle::MimiCpu;
 
 use crate::error::Result;
-use crate::weights::TensorStore;
+use crate::weights::{TensorSource, TensorStore};
 use conv::{Conv1d, ConvTr1d};
 use quantization::SplitRvq;
 use seanet::{SeanetDecoder, SeanetEncoder};
@@ -45,8 +48,9 @@ pub struct MimiWeights {
 }
 
 impl MimiWeights {
-    /// Load from a parsed checkpoint; errors name the missing or misshapen tensor.
-    pub fn load(config: &MimiConfig, store: &TensorStore<'_>) -> Result<Self> {
+    /// Load from a checkpoint's tensors (a parsed file, or a streamed [`crate::weights::place::TensorMap`]);
+    /// errors name the missing or misshapen tensor.
+    pub fn load(config: &MimiConfig, store: &dyn TensorSource) -> Result<Self> {
         config.validate()?;
         let d = config.seanet.dimension;
         let st = config.resample_stride();

@@ -9,7 +9,7 @@ use super::config::QuantizerConfig;
 use super::transformer::matmul;
 use crate::error::{Error, Result};
 use crate::gpu::{LinearOut, PlanBuilder, Tensor};
-use crate::weights::TensorStore;
+use crate::weights::TensorSource;
 
 /// One RVQ: projections and the codebooks of its active levels.
 pub struct Rvq {
@@ -33,7 +33,7 @@ pub struct SplitRvq {
 }
 
 impl Rvq {
-    fn load(store: &TensorStore<'_>, name: &str, cfg: &QuantizerConfig, levels: usize) -> Result<Self> {
+    fn load(store: &dyn TensorSource, name: &str, cfg: &QuantizerConfig, levels: usize) -> Result<Self> {
         let (d, i, o, bins) = (cfg.dimension, cfg.input_dimension, cfg.output_dimension, cfg.bins);
         let p = format!("quantizer.{name}");
         let input_proj = store.get(&format!("{p}.input_proj.weight"), &[d, i, 1])?;
@@ -54,7 +54,7 @@ impl Rvq {
 
 impl SplitRvq {
     /// Load the codebooks of the first `n` levels (1 semantic + `n - 1` acoustic).
-    pub fn load(store: &TensorStore<'_>, cfg: &QuantizerConfig, n: usize) -> Result<Self> {
+    pub fn load(store: &dyn TensorSource, cfg: &QuantizerConfig, n: usize) -> Result<Self> {
         Ok(Self {
             first: Rvq::load(store, "rvq_first", cfg, 1)?,
             rest: Rvq::load(store, "rvq_rest", cfg, n.saturating_sub(1))?,

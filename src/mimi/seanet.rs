@@ -8,7 +8,7 @@ use super::config::SeanetConfig;
 use super::conv::{Conv1d, Conv1dState, ConvTr1d, ConvTr1dState};
 use crate::error::Result;
 use crate::gpu::{PlanBuilder, Tensor};
-use crate::weights::TensorStore;
+use crate::weights::TensorSource;
 
 /// `SEANetResnetBlock`: x + conv2(elu(conv1(elu(x)))), conv1 `[dim -> dim / compress]`
 /// with the residual kernel, conv2 1x1 back to `dim` (`<name>.block.1`, `<name>.block.3`).
@@ -18,7 +18,7 @@ pub struct ResBlock {
 }
 
 impl ResBlock {
-    fn load(store: &TensorStore<'_>, name: &str, dim: usize, dilation: usize, cfg: &SeanetConfig) -> Result<Self> {
+    fn load(store: &dyn TensorSource, name: &str, dim: usize, dilation: usize, cfg: &SeanetConfig) -> Result<Self> {
         let hidden = dim / cfg.compress;
         Ok(Self {
             conv1: Conv1d::load(store, &format!("{name}.block.1.conv.conv"), (dim, hidden, cfg.residual_kernel_size), 1, dilation, true, false)?,
@@ -58,7 +58,7 @@ pub struct SeanetState {
 }
 
 impl SeanetEncoder {
-    pub fn load(store: &TensorStore<'_>, cfg: &SeanetConfig) -> Result<Self> {
+    pub fn load(store: &dyn TensorSource, cfg: &SeanetConfig) -> Result<Self> {
         let p = |i: usize| format!("encoder.model.{i}.conv.conv");
         let init = Conv1d::load(store, &p(0), (cfg.channels, cfg.n_filters, cfg.kernel_size), 1, 1, true, false)?;
         let mut blocks = Vec::new();
@@ -127,7 +127,7 @@ pub struct SeanetDecoder {
 }
 
 impl SeanetDecoder {
-    pub fn load(store: &TensorStore<'_>, cfg: &SeanetConfig) -> Result<Self> {
+    pub fn load(store: &dyn TensorSource, cfg: &SeanetConfig) -> Result<Self> {
         let mut mult = 1usize << cfg.ratios.len();
         let init = Conv1d::load(store, "decoder.model.0.conv.conv", (cfg.dimension, mult * cfg.n_filters, cfg.kernel_size), 1, 1, true, false)?;
         let mut blocks = Vec::new();

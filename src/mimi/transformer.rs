@@ -7,7 +7,7 @@
 use super::config::TransformerConfig;
 use crate::error::Result;
 use crate::gpu::{LinearOut, PlanBuilder, Tensor, TransformerSpec};
-use crate::weights::TensorStore;
+use crate::weights::TensorSource;
 
 const LN_EPS: f32 = 1e-5;
 
@@ -50,7 +50,7 @@ impl Transformer {
     /// Load `<prefix>.transformer.layers.*` (e.g. prefix `encoder_transformer`). Accepts the
     /// current split names (`in_projs.0.weight`) and the older stacked ones
     /// (`in_proj_weight`, `out_proj.weight`), as the reference's load hook does.
-    pub fn load(store: &TensorStore<'_>, prefix: &str, cfg: &TransformerConfig) -> Result<Self> {
+    pub fn load(store: &dyn TensorSource, prefix: &str, cfg: &TransformerConfig) -> Result<Self> {
         let d = cfg.d_model;
         let f = cfg.dim_feedforward;
         let mut layers = Vec::with_capacity(cfg.num_layers);

@@ -10,6 +10,7 @@
 use std::rc::Rc;
 
 use super::config::LmConfig;
+use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
@@ -76,6 +77,11 @@ impl LmWeights {
     /// Parse and load a safetensors file's bytes.
     pub fn from_safetensors(config: &LmConfig, bytes: &[u8]) -> Result<Self> {
         Self::load(config, &TensorStore::from_bytes(bytes)?)
+    }
+
+    /// These weights uploaded to the GPU (see [`LmGpuWeights::upload`]).
+    pub fn upload(&self, ctx: &GpuContext) -> Result<LmGpuWeights> {
+        LmGpuWeights::upload(ctx, self)
     }
 
     /// Check one frame's input tokens: `1 + n_q` values, text below `text_card + 1`, audio
@@ -171,10 +177,13 @@ pub struct Lm {
 }
 
 impl Lm {
-    /// Upload `w` and build the frame plan: embeddings, temporal transformer, out norm, text
+    /// Build the frame plan over the GPU-resident weights `w`: embeddings, temporal transformer, out norm, text
     /// head, text sampling, then `dep_q` depformer steps each sampling into the token buffer
     /// the next step reads.
-    pub async fn new(ctx: Rc<GpuContext>, w: &LmWeights, sampling: Sampling) -> Result<Self> {
+    ///
+    /// `w` stays the caller's: the plans hold their own references to its buffers, so several
+    /// LMs can share one weight set, and dropping `w` frees nothing still in use.
+    pub async fn new(ctx: Rc<GpuContext>, w: &LmGpuWeights, sampling: Sampling) -> Result<Self> {
         let c = &w.config;
         let (d, dd) = (c.dim, c.depformer_dim);
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -184,19 +193,17 @@ impl Lm {
         let mut b = PlanBuilder::new(&ctx, &frame)?;
 
         // temporal: x = sum of the 16 audio embeddings + the text embedding
-        let emb = ctx.storage_f32("emb", &w.emb)?;
-        let text_emb = ctx.storage_f32("text_emb", &w.text_emb)?;
+        let (emb, text_emb) = (&w.emb, &w.text_emb);
         let x = b.tensor("transformer.x", &[1, d])?;
-        b.embed_sum("emb", &emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false);
-        b.embed_sum("text_emb", &text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true);
+        b.embed_sum("emb", emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false);
+        b.embed_sum("text_emb", text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true);
         let rings = w.transformer.plan_state(&mut b)?;
         w.transformer.plan_step(&mut b, &x, 0, &frame, &rings)?;
         let z = b.tensor("transformer_out", &[1, d])?;
-        let out_norm = ctx.storage_f32("out_norm", &w.out_norm)?;
-        b.rms_norm("out_norm", &x, &out_norm, RMS_EPS, &z);
+        b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
         b.tap("transformer_out", &z);
         let text_logits = b.tensor("text_logits", &[1, c.text_card])?;
-        let tl = w.text_linear.upload(&ctx)?;
+        let tl = &w.text_linear;
         b.q8_linear("text_linear", (&tl.quants, &tl.scales), (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?;
         b.tap("text_logits", &text_logits);
         b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0);
@@ -206,18 +213,17 @@ impl Lm {
         // depformer: dep_q steps at fixed positions 0..dep_q over rings shared by the steps
         let mut b = PlanBuilder::new(&ctx, &frame)?;
         let dep_rings = w.depformer.plan_state(&mut b)?;
-        let dep_text_emb = ctx.storage_f32("depformer_text_emb", &w.depformer_text_emb)?;
         let y = b.tensor("depformer.x", &[1, dd])?;
         let audio_logits = b.tensor("audio_logits", &[c.dep_q, c.card])?;
         for k in 0..c.dep_q {
             let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
-            let win = w.depformer_in[k].upload(&ctx)?;
+            let win = &w.depformer_in[k];
             b.q8_linear(&format!("depformer_in.{k}"), (&win.quants, &win.scales), (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?;
-            let table = if k == 0 { dep_text_emb.clone() } else { ctx.storage_f32(&format!("depformer_emb.{}", k - 1), &w.depformer_emb[k - 1])? };
+            let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
             let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
-            b.embed_sum(&format!("depformer_emb.{k}"), &table, (1, rows, dd), &out_tokens, k, &y.buf, true);
+            b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true);
             w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings)?;
-            let lin = w.linears[k].upload(&ctx)?;
+            let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
             b.sample(
                 &format!("sample audio {k}"),

@@ -245,6 +245,128 @@ impl LmWeights {
     }
 }
 
+/// The names Kyutai's `scripts/import_rust.py` gives the released state dict's tensors for
+/// candle (`model.q8.gguf`), in the order it writes them: `(candle name, released name, row
+/// range of the released tensor)`. The depformer goes per step: `depformer.K.linear_in`
+/// (`depformer_in.K`), `depformer.K.linear_out` (`linears.K`), `depformer.K.emb` (the text
+/// embedding, then `depformer_emb.{K-1}`), and `depformer.K.transformer.layers.L.*`, whose
+/// attention is step K's block of rows of the stacked `self_attn.in_proj_weight` and whose
+/// gains are copies of the shared ones.
+pub fn candle_names(config: &LmConfig) -> Vec<(String, String, std::ops::Range<usize>)> {
+    let c = config;
+    let dd = c.depformer_dim;
+    let mut v = Vec::new();
+    let specs = c.tensor_specs();
+    let rows = |name: &str| specs.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| s[..s.len() - 1].iter().product());
+    let same = |v: &mut Vec<(String, String, std::ops::Range<usize>)>, n: &str| v.push((n.to_string(), n.to_string(), 0..rows(n)));
+    for n in ["text_emb.weight", "text_linear.weight", "out_norm.alpha"] {
+        same(&mut v, n);
+    }
+    for n in 0..c.n_q {
+        same(&mut v, &format!("emb.{n}.weight"));
+    }
+    let mut temporal: Vec<String> = specs.iter().map(|(n, _)| n.clone()).filter(|n| n.starts_with("transformer.")).collect();
+    temporal.sort();
+    for n in &temporal {
+        same(&mut v, n);
+    }
+    for k in 0..c.dep_q {
+        let base = format!("depformer.{k}");
+        let whole = |n: String| {
+            let r = rows(&n);
+            (n, 0..r)
+        };
+        let mut push = |name: String, (src, r): (String, std::ops::Range<usize>)| v.push((name, src, r));
+        push(format!("{base}.linear_in.weight"), whole(format!("depformer_in.{k}.weight")));
+        push(format!("{base}.linear_out.weight"), whole(format!("linears.{k}.weight")));
+        let emb = if k == 0 { "depformer_text_emb.weight".to_string() } else { format!("depformer_emb.{}.weight", k - 1) };
+        push(format!("{base}.emb.weight"), whole(emb));
+        for l in 0..c.depformer_num_layers {
+            let p = format!("{base}.transformer.layers.{l}");
+            let q = format!("depformer.layers.{l}");
+            push(format!("{p}.self_attn.in_proj_weight"), (format!("{q}.self_attn.in_proj_weight"), k * 3 * dd..(k + 1) * 3 * dd));
+            push(format!("{p}.self_attn.out_proj.weight"), (format!("{q}.self_attn.out_proj.weight"), k * dd..(k + 1) * dd));
+            push(format!("{p}.norm1.alpha"), whole(format!("{q}.norm1.alpha")));
+            push(format!("{p}.norm2.alpha"), whole(format!("{q}.norm2.alpha")));
+            push(format!("{p}.gating.linear_in.weight"), whole(format!("{q}.gating.{k}.linear_in.weight")));
+            push(format!("{p}.gating.linear_out.weight"), whole(format!("{q}.gating.{k}.linear_out.weight")));
+        }
+    }
+    v
+}
+
+/// ggml type ids written by [`lm_gguf`].
+const GGML_F32: u32 = 0;
+const GGML_Q8_0: u32 = 8;
+
+/// The seeded synthetic checkpoint of `config` as Kyutai's candle `model.q8.gguf` is laid
+/// out: GGUF version 3, the tensor names of [`candle_names`], every linear as ggml Q8_0
+/// blocks (f16 scale, 32 i8; ggml's rounding, so the blocks hold exactly the released
+/// values), embedding tables and RMSNorm gains as F32, data aligned to 32 bytes. The
+/// values are [`crate::weights::synthetic::lm_tensor_values`]'s, so loading it gives the
+/// same weights as the f32 safetensors checkpoint. Held in memory: for reduced geometries
+/// (tests).
+pub fn lm_gguf(config: &LmConfig, seed: u64) -> Result<Vec<u8>> {
+    config.validate()?;
+    let specs = config.tensor_specs();
+    let shape_of = |n: &str| specs.iter().find(|(s, _)| s == n).map(|(_, sh)| sh.clone());
+    let mut cache: std::collections::HashMap<String, Vec<f32>> = std::collections::HashMap::new();
+    let mut tensors: Vec<(String, Vec<usize>, u32, Vec<u8>)> = Vec::new();
+    for (name, src, rows) in candle_names(config) {
+        let shape = shape_of(&src).ok_or_else(|| Error::Input(format!("no tensor `{src}` in the config's specs")))?;
+        if !cache.contains_key(&src) {
+            cache.insert(src.clone(), crate::weights::synthetic::lm_tensor_values(&src, &shape, seed)?);
+        }
+        let cols = *shape.last().unwrap_or(&1);
+        let values = &cache[&src][rows.start * cols..rows.end * cols];
+        let mut out_shape = shape.clone();
+        out_shape[0] = if shape.len() == 2 { rows.len() } else { shape[0] };
+        let table = src.ends_with(".alpha") || ["emb.", "text_emb.", "depformer_emb.", "depformer_text_emb."].iter().any(|p| src.starts_with(p));
+        if !table {
+            let mut data = Vec::with_capacity(values.len() / BLOCK * 34);
+            for (b, blk) in values.chunks_exact(BLOCK).enumerate() {
+                let x: &[f32; BLOCK] = blk.try_into().map_err(|_| Error::Input("block".into()))?;
+                let q = quantize_block(x).ok_or_else(|| crate::weights::q8::block_error(&name, cols, b, x))?;
+                data.extend_from_slice(&q.d.to_le_bytes());
+                data.extend(q.qs.iter().map(|&v| v as u8));
+            }
+            tensors.push((name, out_shape, GGML_Q8_0, data));
+        } else {
+            tensors.push((name, out_shape, GGML_F32, bytemuck::cast_slice(values).to_vec()));
+        }
+    }
+    let align = 32usize;
+    let mut f = Vec::new();
+    let gstr = |f: &mut Vec<u8>, s: &str| {
+        f.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        f.extend_from_slice(s.as_bytes());
+    };
+    f.extend_from_slice(b"GGUF");
+    f.extend_from_slice(&3u32.to_le_bytes());
+    f.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    f.extend_from_slice(&1u64.to_le_bytes());
+    gstr(&mut f, "general.name");
+    f.extend_from_slice(&8u32.to_le_bytes()); // string
+    gstr(&mut f, "synthetic moshi lm");
+    let mut offset = 0usize;
+    for (name, shape, ty, data) in &tensors {
+        gstr(&mut f, name);
+        f.extend_from_slice(&(shape.len() as u32).to_le_bytes());
+        for &d in shape.iter().rev() {
+            f.extend_from_slice(&(d as u64).to_le_bytes());
+        }
+        f.extend_from_slice(&ty.to_le_bytes());
+        f.extend_from_slice(&(offset as u64).to_le_bytes());
+        offset += data.len().div_ceil(align) * align;
+    }
+    f.resize(f.len().div_ceil(align) * align, 0);
+    for (_, _, _, data) in &tensors {
+        f.extend_from_slice(data);
+        f.resize(f.len().div_ceil(align) * align, 0);
+    }
+    Ok(f)
+}
+
 /// Bytes the weights of `config` take as [`LmWeights`] holds them and `Lm::new` uploads them:
 /// `(q8, f32)`, the Q8_0 linears (quants plus f16 scales, [`Q8Tensor::buffer_sizes`]) and the
 /// f32 embedding tables and RMSNorm gains (the depformer's gains counted once per step, as

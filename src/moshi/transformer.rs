@@ -254,7 +254,43 @@ impl LmTransformer {
             }
         }
     }
+}
 
+/// One step's weights of one layer on the GPU, named as in the split checkpoint naming
+/// (`{prefix}.layers.L.norm1.alpha`, `self_attn.in_projs.K.weight`, `gating.K.linear_in.weight`,
+/// ...). The RMSNorm gains are shared by the steps in a PyTorch checkpoint and stored per step
+/// in a candle one; here each step has its own copy (as each step's plan binds it).
+pub struct GpuStep {
+    /// `norm1.alpha` `[dim]` f32
+    pub norm1: wgpu::Buffer,
+    /// `norm2.alpha` `[dim]` f32
+    pub norm2: wgpu::Buffer,
+    /// `[3 dim, dim]` Q8_0
+    pub in_proj: GpuQ8,
+    /// `[dim, dim]` Q8_0
+    pub out_proj: GpuQ8,
+    /// `[2 hidden, dim]` Q8_0
+    pub linear_in: GpuQ8,
+    /// `[dim, hidden]` Q8_0
+    pub linear_out: GpuQ8,
+}
+
+/// A stack of layers resident on the GPU (`layers[L][step]`) and its attention geometry:
+/// what the plan of [`GpuTransformer::plan_step`] binds.
+pub struct GpuTransformer {
+    /// `transformer` or `depformer`.
+    pub name: String,
+    pub layers: Vec<Vec<GpuStep>>,
+    pub dim: usize,
+    pub heads: usize,
+    pub hidden: usize,
+    /// KV ring slots (= attention window).
+    pub context: usize,
+    pub max_period: f64,
+    pub rope: bool,
+}
+
+impl GpuTransformer {
     /// GPU: the rings of every layer (`context` slots each).
     pub fn plan_state(&self, b: &mut PlanBuilder<'_>) -> Result<Vec<[wgpu::Buffer; 3]>> {
         let spec = self.spec();
@@ -275,7 +311,6 @@ impl LmTransformer {
         frame: &wgpu::Buffer,
         rings: &[[wgpu::Buffer; 3]],
     ) -> Result<()> {
-        let ctx = b.ctx();
         let d = self.dim;
         let spec = self.spec();
         let h = b.tensor(&format!("{}.h", self.name), &[1, d])?;
@@ -284,16 +319,14 @@ impl LmTransformer {
         let gated = b.tensor(&format!("{}.gated", self.name), &[1, self.hidden])?;
         for (li, layer) in self.layers.iter().enumerate() {
             let p = format!("{}.layers.{li}.step{step}", self.name);
-            let w = &layer.steps[step];
-            let n1 = ctx.storage_f32(&format!("{p}.norm1"), &layer.norm1)?;
-            let n2 = ctx.storage_f32(&format!("{p}.norm2"), &layer.norm2)?;
-            let (wi, wo) = (w.in_proj.upload(ctx)?, w.out_proj.upload(ctx)?);
-            let (gi, go) = (w.linear_in.upload(ctx)?, w.linear_out.upload(ctx)?);
-            b.rms_norm(&format!("{p}.norm1"), x, &n1, RMS_EPS, &h);
+            let w = &layer[step];
+            let (n1, n2) = (&w.norm1, &w.norm2);
+            let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
+            b.rms_norm(&format!("{p}.norm1"), x, n1, RMS_EPS, &h);
             b.q8_linear(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), 1, (&h.buf, 0), (&qkv.buf, 0, 3 * d), false)?;
             let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
             b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-            b.rms_norm(&format!("{p}.norm2"), x, &n2, RMS_EPS, &h);
+            b.rms_norm(&format!("{p}.norm2"), x, n2, RMS_EPS, &h);
             b.q8_linear(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), 1, (&h.buf, 0), (&g.buf, 0, 2 * self.hidden), false)?;
             b.silu_gate(&format!("{p}.gate"), &g, &gated);
             b.q8_linear(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&gated.buf, 0), (&x.buf, 0, d), true)?;

@@ -2,6 +2,7 @@
 //! expects, and the seeded synthetic checkpoints used offline and in tests.
 
 pub mod gguf;
+pub mod place;
 pub mod q8;
 pub mod source;
 pub mod stream;
@@ -10,6 +11,34 @@ pub mod synthetic;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{Error, Result};
+
+/// Where a model's loader finds its tensors by name: a parsed file in memory
+/// ([`TensorStore`]) or the f32 tensors a stream delivered ([`place::TensorMap`]).
+pub trait TensorSource {
+    /// Whether the checkpoint holds `name`.
+    fn contains(&self, name: &str) -> bool;
+    /// The tensor `name` as f32, which must have exactly `shape`: [`Error::MissingTensor`],
+    /// [`Error::Shape`], [`Error::Dtype`] naming it otherwise.
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>>;
+    /// The first of `names` present (a tensor renamed across checkpoint versions).
+    fn get_any(&self, names: &[&str], shape: &[usize]) -> Result<Vec<f32>> {
+        for n in names {
+            if self.contains(n) {
+                return self.get(n, shape);
+            }
+        }
+        Err(Error::MissingTensor(names.join(" or ")))
+    }
+}
+
+impl TensorSource for TensorStore<'_> {
+    fn contains(&self, name: &str) -> bool {
+        TensorStore::contains(self, name)
+    }
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        TensorStore::get(self, name, shape)
+    }
+}
 
 /// A parsed safetensors checkpoint held in memory, read tensor by tensor.
 ///

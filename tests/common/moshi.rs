@@ -51,3 +51,66 @@ pub fn agreement(got: &[Vec<i32>], want: &[Vec<i32>]) -> (usize, usize) {
     let total = got.iter().zip(want).filter(|(a, b)| a == b).count();
     (leading, total)
 }
+
+/// Tensors of a safetensors file as `(name, shape, f32 values)`, in file order.
+pub fn st_tensors(bytes: &[u8]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let st = safetensors::SafeTensors::deserialize(bytes).expect("safetensors");
+    let mut v: Vec<(String, Vec<usize>, Vec<f32>, usize)> = st
+        .iter()
+        .map(|(n, t)| {
+            let vals = match t.dtype() {
+                safetensors::Dtype::F32 => t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+                safetensors::Dtype::BF16 => t.data().chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+                d => panic!("{n}: {d:?}"),
+            };
+            (n.to_string(), t.shape().to_vec(), vals, t.data().as_ptr() as usize)
+        })
+        .collect();
+    v.sort_by_key(|t| t.3);
+    v.into_iter().map(|(n, s, d, _)| (n, s, d)).collect()
+}
+
+/// A safetensors file of `tensors`, as f32 or (rounded to nearest) bf16.
+pub fn st_write(tensors: &[(String, Vec<usize>, Vec<f32>)], bf16: bool) -> Vec<u8> {
+    let data: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(_, _, v)| {
+            if bf16 {
+                v.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect()
+            } else {
+                v.iter().flat_map(|&x| x.to_le_bytes()).collect()
+            }
+        })
+        .collect();
+    let dtype = if bf16 { safetensors::Dtype::BF16 } else { safetensors::Dtype::F32 };
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .zip(&data)
+        .map(|((n, s, _), d)| (n.clone(), safetensors::tensor::TensorView::new(dtype, s.clone(), d).unwrap()))
+        .collect();
+    safetensors::serialize(views, None).unwrap()
+}
+
+/// The released (stacked) tensors renamed to the current package's split attention names:
+/// `self_attn.in_projs.K.weight` / `out_projs.K.weight`, the depformer's stacked steps cut
+/// into `dep_q` tensors.
+pub fn split_naming(tensors: &[(String, Vec<usize>, Vec<f32>)], dep_q: usize) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let mut out = Vec::new();
+    for (n, s, v) in tensors {
+        let split = [("self_attn.in_proj_weight", "self_attn.in_projs"), ("self_attn.out_proj.weight", "self_attn.out_projs")]
+            .iter()
+            .find_map(|(a, b)| n.strip_suffix(a).map(|p| format!("{p}{b}")));
+        match split {
+            Some(base) => {
+                let k = if n.starts_with("depformer.") { dep_q } else { 1 };
+                let rows = s[0] / k;
+                for j in 0..k {
+                    let part = v[j * rows * s[1]..(j + 1) * rows * s[1]].to_vec();
+                    out.push((format!("{base}.{j}.weight"), vec![rows, s[1]], part));
+                }
+            }
+            None => out.push((n.clone(), s.clone(), v.clone())),
+        }
+    }
+    out
+}

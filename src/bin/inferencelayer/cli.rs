@@ -10,7 +10,12 @@
 //!   text, and on request its tokens `.npy` `[frames, 1 + dep_q]` int64;
 //! - `synthetic-lm`: a seeded synthetic Moshi LM checkpoint (f32, released naming);
 //! - `bench-lm`: per-frame GPU times of the LM on synthetic Q8_0 weights (Moshi 7B's geometry
-//!   by default), built in memory.
+//!   by default), built in memory;
+//! - `load-lm`: stream an LM checkpoint (`.safetensors` or `.gguf`) into the GPU and report
+//!   the throughput and the peak host memory.
+//!
+//! Checkpoints are read in chunks through the streaming loaders (`LmLoader`, `MimiLoader`):
+//! the LM's weights go from the file straight into GPU buffers, never whole in memory.
 //!
 //! Audio is coded in frames of 1920 samples (80 ms at 24 kHz); the last partial frame of an
 //! input is zero-padded, so outputs are a whole number of frames long. Errors print
@@ -25,9 +30,11 @@ use clap::{Args, Parser, Subcommand};
 use inferencelayer::audio;
 use inferencelayer::moshi::synthetic as lm_synthetic;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
-use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmWeights, Sampling, StreamSampling};
+use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling, StreamSampling};
+use inferencelayer::mimi::MimiLoader;
+use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
+use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
 use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
@@ -108,9 +115,10 @@ enum Command {
         #[command(flatten)]
         args: ConverseArgs,
     },
-    /// Write a seeded synthetic Moshi LM checkpoint (.safetensors, f32, the released naming).
+    /// Write a seeded synthetic Moshi LM checkpoint: `.safetensors` (f32, the released
+    /// naming) or, for a `.gguf` output, candle's naming with Q8_0 linears.
     SyntheticLm {
-        /// Safetensors file to write.
+        /// File to write (`.safetensors`, or `.gguf`).
         output: PathBuf,
         /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys) [default: the reduced geometry
         /// of the parity tests, 4.0 M parameters; Moshi 7B's would be a 31 GB file].
@@ -119,6 +127,19 @@ enum Command {
         /// Seed of the weights.
         #[arg(long, default_value_t = synthetic::SEED)]
         seed: u64,
+    },
+    /// Stream a Moshi LM checkpoint from its file into GPU buffers and report the time, the
+    /// throughput and the peak host memory (heap and resident set).
+    LoadLm {
+        /// LM checkpoint (`.safetensors` or `.gguf`).
+        #[arg(long)]
+        lm: PathBuf,
+        /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys); Moshi 7B by default.
+        #[arg(long)]
+        lm_config: Option<PathBuf>,
+        /// Bytes per read from the file.
+        #[arg(long, default_value_t = 4 << 20)]
+        chunk: usize,
     },
     /// Time the Moshi LM on the GPU, one LMGen frame at a time, with seeded synthetic Q8_0
     /// weights built in memory (no checkpoint) and seeded synthetic user codes.
@@ -156,8 +177,9 @@ struct ConverseArgs {
     /// default. Its codebook count must equal the LM's user streams and dep_q (8).
     #[arg(long)]
     mimi_config: Option<PathBuf>,
-    /// Moshi LM checkpoint (.safetensors: Kyutai's released `model.safetensors` naming, f32,
-    /// f16 or bf16; linears are quantized to Q8_0 on load).
+    /// Moshi LM checkpoint: Kyutai's released `model.safetensors` (f32, f16 or bf16; stacked
+    /// or split attention names; linears quantized to Q8_0 as they stream) or candle's
+    /// `model.q8.gguf` (Q8_0 blocks repacked as they are).
     #[arg(long)]
     lm: PathBuf,
     /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys); Moshi 7B by default.
@@ -253,13 +275,9 @@ impl Codec {
 
     /// [`Codec::open`] on an existing context (shared with the LM).
     async fn open_on(ctx: Rc<GpuContext>, config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
-        let bytes = std::fs::read(checkpoint)
-            .map_err(|e| file_error(checkpoint, format!("cannot read the checkpoint: {e}")))?;
-        let weights = MimiWeights::from_safetensors(config, &bytes).map_err(|e| match e {
-            Error::Checkpoint(why) => file_error(checkpoint, format!("not a valid safetensors checkpoint: {why}")),
-            other => other,
-        })?;
-        drop(bytes);
+        let mut loader = MimiLoader::new(config, None)?;
+        stream_file(checkpoint, &mut loader, "Mimi", CHUNK)?;
+        let weights = loader.into_weights()?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &weights).await?;
         Ok(Self { mimi, adapter })
@@ -459,22 +477,86 @@ fn lm_config(path: Option<&Path>, default: impl FnOnce() -> Result<LmConfig>) ->
     }
 }
 
-/// Load an LM checkpoint for `config`. A tensor missing or of the wrong shape for the config
-/// is [`Error::MissingTensor`] / [`Error::Shape`] naming it; a file that is not safetensors is
-/// an [`Error::File`] naming the file.
-fn load_lm(config: &LmConfig, path: &Path) -> Result<LmWeights> {
-    let bytes = std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?;
-    LmWeights::from_safetensors(config, &bytes).map_err(|e| match e {
-        Error::Checkpoint(why) => file_error(path, format!("not a valid safetensors checkpoint: {why}")),
+/// Bytes per read when streaming a checkpoint file.
+const CHUNK: usize = 4 << 20;
+
+/// Feed the file at `path` to `sink` in reads of `chunk` bytes, then finish it; returns the
+/// bytes read. A read failure, or a file that is not a checkpoint of either format, is an
+/// [`Error::File`] naming the file; the model's own refusals (a missing or misshapen tensor)
+/// pass through as they are.
+fn stream_file(path: &Path, sink: &mut dyn ByteSink, what: &str, chunk: usize) -> Result<u64> {
+    use std::io::Read;
+    let fail = |e: std::io::Error| file_error(path, format!("cannot read the {what} checkpoint: {e}"));
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let mut buf = vec![0u8; chunk.max(1)];
+    let mut total = 0u64;
+    let named = |e: Error| match e {
+        Error::Stream { .. } => file_error(path, format!("not a valid {what} checkpoint (safetensors or GGUF): {e}")),
         other => other,
-    })
+    };
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(fail(e)),
+        };
+        sink.push(&buf[..n]).map_err(named)?;
+        total += n as u64;
+    }
+    sink.finish().map_err(named)?;
+    Ok(total)
+}
+
+/// Stream an LM checkpoint (`.safetensors` or `.gguf`) for `config` into GPU buffers on
+/// `ctx`. A tensor missing, unknown or of the wrong shape for the config is
+/// [`Error::MissingTensor`] / [`Error::UnknownTensor`] / [`Error::Shape`] naming it, before
+/// any weight is uploaded; a file that is not a checkpoint is an [`Error::File`] naming it.
+fn load_lm(ctx: &Rc<GpuContext>, config: &LmConfig, path: &Path, chunk: usize) -> Result<LmGpuWeights> {
+    let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
+    let mut loader = LmLoader::new(ctx.clone(), config, Some(len))?;
+    stream_file(path, &mut loader, "LM", chunk)?;
+    loader.into_weights()
+}
+
+/// Peak resident set of this process in bytes (Linux `VmHWM`), where the system says.
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// `load-lm`: stream a checkpoint into the GPU; time, throughput, peak host memory.
+async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Result<()> {
+    let config = lm_config(config, || Ok(LmConfig::default()))?;
+    let ctx = Rc::new(GpuContext::new().await?);
+    let heap0 = crate::heap_peak_reset();
+    let t0 = Instant::now();
+    let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
+    let mut loader = LmLoader::new(ctx.clone(), &config, Some(len))?;
+    stream_file(path, &mut loader, "LM", chunk)?;
+    let format = loader.format_name().unwrap_or("?");
+    let weights = loader.into_weights()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let heap = crate::heap_peak().saturating_sub(heap0);
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    println!("adapter        {}", ctx.info);
+    println!("checkpoint     {} ({format}, {:.1} MiB)", path.display(), mib(len));
+    println!("loaded         {:.2} s, {:.1} MiB/s read, {:.1} MiB of weights on the GPU", secs, mib(len) / secs, mib(weights.bytes()));
+    println!("peak heap      {:.1} MiB above the start (Rust allocations while loading; reads of {chunk} bytes)", mib(heap));
+    if let Some(rss) = peak_rss() {
+        println!("peak RSS       {:.1} MiB (the whole process; on a CPU Vulkan driver it includes the \"GPU\" buffers)", mib(rss));
+    }
+    Ok(())
 }
 
 fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
     let config = lm_config(config, || LmConfig::from_json(SMALL_LM_CONFIG))?;
     let specs = config.tensor_specs();
     let start = Instant::now();
-    let bytes = synthetic::lm_checkpoint(&specs, seed)?;
+    let gguf = output.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    let bytes = if gguf { lm_synthetic::lm_gguf(&config, seed)? } else { synthetic::lm_checkpoint(&specs, seed)? };
     std::fs::write(output, &bytes).map_err(|e| file_error(output, format!("cannot write the checkpoint: {e}")))?;
     eprintln!(
         "wrote a synthetic Moshi LM checkpoint (seed {seed}, {} tensors, {} parameters, {:.1} MB) in {:.1} s",
@@ -608,8 +690,8 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     }
 
     let start = Instant::now();
-    let weights = load_lm(&config, &a.lm)?;
     let ctx = Rc::new(GpuContext::new().await?);
+    let weights = load_lm(&ctx, &config, &a.lm, CHUNK)?;
     let adapter = ctx.info.to_string();
     let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
     drop(weights);
@@ -721,9 +803,11 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
     let build_s = t0.elapsed().as_secs_f64();
     let ctx = Rc::new(GpuContext::new().await?);
     let t0 = Instant::now();
-    let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
-    let upload_s = t0.elapsed().as_secs_f64();
+    let gpu_weights = weights.upload(&ctx)?;
     drop(weights);
+    let mut lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
+    drop(gpu_weights);
+    let upload_s = t0.elapsed().as_secs_f64();
     let info = &ctx.info;
     let (temporal_dispatches, depformer_dispatches) = lm.dispatches();
     let dispatches = temporal_dispatches + depformer_dispatches;
@@ -850,6 +934,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Bench { codec, frames, warmup, json } => bench(&codec, frames, warmup, json).await,
         Command::Converse { args } => converse(&args).await,
         Command::SyntheticLm { output, config, seed } => synthetic_lm(&output, config.as_deref(), seed),
+        Command::LoadLm { lm, lm_config, chunk } => load_lm_command(&lm, lm_config.as_deref(), chunk).await,
         Command::BenchLm { config, frames, warmup, seed, greedy, json } => {
             bench_lm(config.as_deref(), frames, warmup, seed, greedy, json).await
         }
