@@ -1034,6 +1034,31 @@ fn gguf_of_moshi_names_loads_through_a_plan() {
     assert!(bits(&got.f32["transformer.layers.0.norm1.alpha"]) == bits(&alpha));
 }
 
+/// Found by `fuzz/fuzz_targets/gguf_header.rs` (its crash input; the first byte picks f32
+/// and 106-byte chunks): a GGUF F32 tensor of shape `[0, 2^62 + 2^61 + 8281]`, empty but
+/// with a row too long for any buffer. Cutting it to the binding limit computed its f32 row
+/// size (times 4 bytes) before seeing it has no rows, and overflowed u64: a panic where
+/// overflow checks are on (`cargo test` without `--release`, the fuzz build), a wrapped
+/// value without. It loads as one empty part.
+#[test]
+fn fuzz_regression_an_empty_gguf_tensor_with_a_huge_row_loads_as_one_empty_part() {
+    const CRASH: &str = "2a0300000002000000000000000200000000000000110000000000000067656e6572616c2e616c69676e6d656e74\
+        04000000200000000c0000000000000067656e6572616c2e6e616d650800000005000000000000006d6f73686901000000\
+        00000000610200000059200000000000600000000000000000000000000000000000000000000000000000000000000000\
+        000000000000000000000000000000410000f86e";
+    let hex: String = CRASH.split_whitespace().collect();
+    let crash: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let mut file = b"GGUF".to_vec();
+    file.extend_from_slice(&crash[1..]);
+    for chunks in [Chunks::Fixed(106), Chunks::Whole, Chunks::Fixed(1)] {
+        let got = load_gguf(&file, Some(file.len() as u64), chunks, Plan::take_all(Kind::F32, 1 << 20)).unwrap();
+        assert_eq!(got.parts["a"], vec![(0, 1, 0, 0)], "{chunks:?}");
+        assert!(got.f32["a"].is_empty());
+    }
+    let (h, _) = gguf::parse_header(&file).unwrap();
+    assert_eq!(h.get("a").unwrap().shape, vec![0, 0x6000_0000_0000_2059]);
+}
+
 // --- MimiLoader ------------------------------------------------------------------------------
 
 /// `MimiLoader` fed the synthetic Mimi checkpoint in random chunks, in the current naming

@@ -340,6 +340,9 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         if !force && self.fed - self.reported < self.opts.progress_every {
             return;
         }
+        if force && self.fed == self.reported && self.fed > 0 {
+            return; // the last chunk was reported already
+        }
         self.reported = self.fed;
         if let Some(p) = self.opts.progress.as_mut() {
             p(&Progress {

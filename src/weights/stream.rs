@@ -722,7 +722,7 @@ pub fn split_rows(name: &str, rows: usize, row_bytes: u64, max_binding: u64) -> 
 /// Bytes per row of the largest buffer a tensor becomes, for [`split_rows`].
 fn row_bytes(kind: Kind, cols: usize) -> u64 {
     match kind {
-        Kind::F32 => cols as u64 * 4,
+        Kind::F32 => (cols as u64).saturating_mul(4),
         // the quants buffer (1 byte a value) is the larger of the two
         Kind::Q8 => cols as u64,
     }
