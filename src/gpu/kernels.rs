@@ -218,8 +218,11 @@ pub(crate) struct Q8MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub y_stride: u32,
-    pub _pad: u32,
+    pub gated: u32,
 }
+
+/// Output rows per workgroup of `q8_matvec` (`ROWS` in the shader).
+pub(crate) const Q8_ROWS: usize = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]

@@ -481,7 +481,8 @@ impl<'a> PlanBuilder<'a> {
     ) -> Result<Tensor> {
         let t = qkv.shape[0];
         let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
-        if dim % heads != 0 || (dim / heads) % 2 != 0 || qkv.shape[1] != 3 * dim {
+        // the attention kernel reads heads as vec4s and keeps a query in 64 of them
+        if dim % heads != 0 || (dim / heads) % 4 != 0 || dim / heads > 256 || qkv.shape[1] != 3 * dim {
             return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads cannot take {:?}", qkv.shape)));
         }
         let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
@@ -573,10 +574,41 @@ impl<'a> PlanBuilder<'a> {
 
     /// A bias-free linear layer with Q8_0 weights (`quants`, `scales` in the layout of
     /// `shaders/q8_matvec.wgsl`): `y[r, i] (+)= sum_j W[i, j] x[r, j]` for `t` rows, rows of
-    /// `x` from `x_offset`, of `y` from `y_offset` with stride `y_stride` (the full output
-    /// width, when `W` is one row-part of a larger matrix).
+    /// `x` from `x_offset` (a multiple of 4), of `y` from `y_offset` with stride `y_stride`
+    /// (the full output width, when `W` is one row-part of a larger matrix).
     #[allow(clippy::too_many_arguments)]
     pub fn q8_linear(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        t: usize,
+        x: (&wgpu::Buffer, usize),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        self.q8_matvec(label, w, (n, k), t, x, y, accumulate, false)
+    }
+
+    /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
+    /// (the `linear_in` output) and the input is `silu(x[r, :k]) * x[r, k:]`
+    /// (moshi.modules.gating ActivationGating), computed as the weights stream by.
+    #[allow(clippy::too_many_arguments)]
+    pub fn q8_linear_gated(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        t: usize,
+        x: (&wgpu::Buffer, usize),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        self.q8_matvec(label, w, (n, k), t, x, y, accumulate, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn q8_matvec(
         &mut self,
         label: &str,
         (quants, scales): (&wgpu::Buffer, &wgpu::Buffer),
@@ -585,9 +617,13 @@ impl<'a> PlanBuilder<'a> {
         (x, x_offset): (&wgpu::Buffer, usize),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         accumulate: bool,
+        gated: bool,
     ) -> Result<()> {
         if k % 32 != 0 {
             return Err(Error::config(label, format!("Q8_0 rows must be a multiple of 32 wide, got {k}")));
+        }
+        if x_offset % 4 != 0 {
+            return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
         let p = Q8MatvecParams {
             n: n as u32,
@@ -597,10 +633,10 @@ impl<'a> PlanBuilder<'a> {
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
             y_stride: y_stride as u32,
-            _pad: 0,
+            gated: gated as u32,
         };
         let pb = self.params(label, &p);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, y, &pb], grid_for(n * t));
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, y, &pb], grid_for((n * t).div_ceil(Q8_ROWS)));
         Ok(())
     }
 
