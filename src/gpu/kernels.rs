@@ -53,7 +53,7 @@ kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
-kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, RW, U]);
+kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -218,11 +218,15 @@ pub(crate) struct Q8MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub y_stride: u32,
-    pub gated: u32,
+    /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x
+    pub input: u32,
+    pub lanes: u32,
+    pub eps: f32,
+    pub _pad: [u32; 2],
 }
 
-/// Output rows per workgroup of `q8_matvec` (`ROWS` in the shader).
-pub(crate) const Q8_ROWS: usize = 8;
+/// Output rows per thread of `q8_matvec` (`RT` in the shader).
+pub(crate) const Q8_ROWS_PER_GROUP: usize = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -262,7 +266,7 @@ const _: () = {
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
-    assert!(std::mem::size_of::<Q8MatvecParams>() == 32);
+    assert!(std::mem::size_of::<Q8MatvecParams>() == 48);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
     assert!(std::mem::size_of::<SampleParams>() == 32);
 };

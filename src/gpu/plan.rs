@@ -66,6 +66,53 @@ impl Plan {
         self.steps.iter().map(|s| s.label.as_str()).collect()
     }
 
+    /// GPU time of every step of one replay, in ms, in step order: each step in a compute
+    /// pass of its own with timestamps at its start and end (the replay's writes happen, as
+    /// in a frame). Returns [`Error::Gpu`] when the device has no timestamp queries.
+    pub async fn profile(&self, ctx: &GpuContext) -> Result<Vec<f64>> {
+        if !ctx.info.timestamps {
+            return Err(Error::Gpu("the device has no timestamp queries".into()));
+        }
+        // a query set holds at most 4096 queries: two per step
+        const CHUNK: usize = 2048;
+        let period_ms = ctx.queue.get_timestamp_period() as f64 * 1e-6;
+        let mut out = Vec::with_capacity(self.steps.len());
+        for start in (0..self.steps.len()).step_by(CHUNK) {
+            let n = CHUNK.min(self.steps.len() - start);
+            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("plan profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * n as u32,
+            });
+            let bytes = (16 * n) as u64;
+            let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("plan profile"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let rb = super::context::Readback::new(ctx, bytes);
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            for j in 0..n {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &set,
+                        beginning_of_pass_write_index: Some(2 * j as u32),
+                        end_of_pass_write_index: Some(2 * j as u32 + 1),
+                    }),
+                });
+                self.record_step(start + j, &mut pass);
+            }
+            enc.resolve_query_set(&set, 0..2 * n as u32, &resolved, 0);
+            rb.copy(&mut enc, &resolved);
+            ctx.queue.submit([enc.finish()]);
+            let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
+            out.extend(ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period_ms));
+        }
+        Ok(out)
+    }
+
     /// Record step `i` alone into `pass` (the per-step profile submits one at a time).
     pub fn record_step(&self, i: usize, pass: &mut wgpu::ComputePass<'_>) {
         if let Some(s) = self.steps.get(i) {
@@ -152,6 +199,17 @@ pub struct TransformerSpec {
     pub rope: bool,
 }
 
+/// What a Q8_0 linear reads as its input row.
+#[derive(Clone, Copy)]
+enum Q8Input {
+    Plain,
+    Gated,
+    Normed(f32),
+}
+
+/// Threads per workgroup of `q8_matvec`.
+const WG_Q8: usize = 256;
+
 /// How [`PlanBuilder::linear`] writes its result.
 pub enum LinearOut<'a> {
     /// `y = W x`
@@ -197,7 +255,7 @@ impl<'a> PlanBuilder<'a> {
             steps: Vec::new(),
             state: PlanState::default(),
             taps: BTreeMap::new(),
-            dummy: ctx.zeros("unused binding", 1)?,
+            dummy: ctx.zeros("unused binding", 4)?,
         })
     }
 
@@ -575,7 +633,8 @@ impl<'a> PlanBuilder<'a> {
     /// A bias-free linear layer with Q8_0 weights (`quants`, `scales` in the layout of
     /// `shaders/q8_matvec.wgsl`): `y[r, i] (+)= sum_j W[i, j] x[r, j]` for `t` rows, rows of
     /// `x` from `x_offset` (a multiple of 4), of `y` from `y_offset` with stride `y_stride`
-    /// (the full output width, when `W` is one row-part of a larger matrix).
+    /// (the full output width, when `W` is one row-part of a larger matrix). `n` must be a
+    /// multiple of 4 and `k` of 32.
     #[allow(clippy::too_many_arguments)]
     pub fn q8_linear(
         &mut self,
@@ -587,7 +646,8 @@ impl<'a> PlanBuilder<'a> {
         y: (&wgpu::Buffer, usize, usize),
         accumulate: bool,
     ) -> Result<()> {
-        self.q8_matvec(label, w, (n, k), t, x, y, accumulate, false)
+        let dummy = self.dummy.clone();
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate)
     }
 
     /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
@@ -604,7 +664,26 @@ impl<'a> PlanBuilder<'a> {
         y: (&wgpu::Buffer, usize, usize),
         accumulate: bool,
     ) -> Result<()> {
-        self.q8_matvec(label, w, (n, k), t, x, y, accumulate, true)
+        let dummy = self.dummy.clone();
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate)
+    }
+
+    /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
+    /// `eps`; moshi.modules.transformer RMSNorm in f32), the norm taken by each workgroup
+    /// as the weights stream by: `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
+    pub fn q8_linear_normed(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        (x, alpha, eps): (&Tensor, &wgpu::Buffer, f32),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        if x.len() != k {
+            return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+        }
+        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -615,16 +694,30 @@ impl<'a> PlanBuilder<'a> {
         (n, k): (usize, usize),
         t: usize,
         (x, x_offset): (&wgpu::Buffer, usize),
+        (input, alpha): (Q8Input, &wgpu::Buffer),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         accumulate: bool,
-        gated: bool,
     ) -> Result<()> {
-        if k % 32 != 0 {
-            return Err(Error::config(label, format!("Q8_0 rows must be a multiple of 32 wide, got {k}")));
+        if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
+            return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
         }
         if x_offset % 4 != 0 {
             return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
+        // Lanes per row group: from 32, doubled while there are blocks for them and fewer
+        // than 1024 workgroups (about what a large GPU keeps resident).
+        let blocks = k / 32;
+        let rows = n * t;
+        let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
+        let mut lanes = 32;
+        while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 1024 {
+            lanes *= 2;
+        }
+        let (mode, eps) = match input {
+            Q8Input::Plain => (0, 0.0),
+            Q8Input::Gated => (1, 0.0),
+            Q8Input::Normed(eps) => (2, eps),
+        };
         let p = Q8MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -633,10 +726,13 @@ impl<'a> PlanBuilder<'a> {
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
             y_stride: y_stride as u32,
-            gated: gated as u32,
+            input: mode,
+            lanes: lanes as u32,
+            eps,
+            _pad: [0; 2],
         };
         let pb = self.params(label, &p);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, y, &pb], grid_for((n * t).div_ceil(Q8_ROWS)));
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb], grid_for(groups_of(lanes)));
         Ok(())
     }
 

@@ -189,6 +189,11 @@ impl Mimi {
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
+    /// The encode plan (for per-step profiles).
+    pub fn encode_plan(&self) -> &Plan {
+        &self.enc.plan
+    }
+
     /// The decode plan, for recording after another plan that fills its codes source.
     /// Call [`Self::prepare_decode`] before the submit and [`Self::read_decoded`] after.
     pub fn decode_plan(&self) -> &Plan {

@@ -350,6 +350,11 @@ impl Lm {
         self.pos = 0;
     }
 
+    /// The frame's two plans, (temporal, depformer), for per-step profiles.
+    pub fn plans(&self) -> (&Plan, &Plan) {
+        (&self.temporal, &self.depformer)
+    }
+
     /// Dispatches per frame: (temporal, depformer).
     pub fn dispatches(&self) -> (usize, usize) {
         (self.temporal.dispatches(), self.depformer.dispatches())
