@@ -123,6 +123,56 @@ impl Plan {
     }
 }
 
+/// Dispatches in the first submit of [`submit_plans`]; each next submit takes four times as
+/// many, up to the end.
+const FIRST_SUBMIT: usize = 24;
+
+/// Replay `plans` in order and submit them, then record `epilogue` (the readback copies)
+/// after the last dispatch. Recording costs the CPU a few microseconds per dispatch, so a
+/// frame goes in a few submits of growing size: the GPU starts on the first while the CPU
+/// records the rest (wgpu orders submits and makes each one's writes visible to the next).
+/// Returns the number of submits (each one compute pass).
+pub fn submit_plans(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> usize {
+    let steps: Vec<(&Plan, usize)> = plans.iter().flat_map(|p| (0..p.steps.len()).map(move |i| (*p, i))).collect();
+    let mut epilogue = Some(epilogue);
+    let (mut start, mut chunk, mut submits) = (0, FIRST_SUBMIT, 0);
+    loop {
+        let end = (start + chunk).min(steps.len());
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("frame"), timestamp_writes: None });
+            for &(plan, i) in &steps[start..end] {
+                plan.record_step(i, &mut pass);
+            }
+        }
+        if end == steps.len() {
+            if let Some(f) = epilogue.take() {
+                f(&mut enc);
+            }
+        }
+        ctx.queue.submit([enc.finish()]);
+        submits += 1;
+        if end == steps.len() {
+            return submits;
+        }
+        start = end;
+        chunk *= 4;
+    }
+}
+
+/// The number of submits [`submit_plans`] makes for `dispatches` dispatches.
+pub fn submits_for(dispatches: usize) -> usize {
+    let (mut done, mut chunk, mut n) = (0, FIRST_SUBMIT, 0);
+    loop {
+        done += chunk;
+        n += 1;
+        if done >= dispatches {
+            return n;
+        }
+        chunk *= 4;
+    }
+}
+
 /// Every streaming-state buffer of a plan: conv prefixes, transposed-conv tails, KV rings
 /// (zeroed on reset) and position rings (filled with [`INVALID_POS`] on reset: a zeroed
 /// ring would claim that every slot holds position 0).

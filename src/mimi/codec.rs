@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::MimiWeights;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
+use crate::gpu::{submit_plans, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
 use crate::gpu::FrameParams;
 
 /// Mimi as two GPU plans. Build once with [`Mimi::new`]; then per 80 ms frame
@@ -42,17 +42,13 @@ impl Direction {
         Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true }
     }
 
-    /// Write the frame uniform, replay the plan, copy `out` into the readback: one submit.
+    /// Write the frame uniform, replay the plan ([`submit_plans`]), copy `out` into the
+    /// readback.
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
         let fp = FrameParams { pos: self.pos, first: self.first as u32, _pad: [0; 2] };
         ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("mimi frame"), timestamp_writes: None });
-            self.plan.record(&mut pass);
-        }
-        self.readback.copy(&mut enc, out);
-        ctx.queue.submit([enc.finish()]);
+        let readback = &self.readback;
+        submit_plans(ctx, &[&self.plan], |enc| readback.copy(enc, out));
         self.pos += steps;
         self.first = false;
     }

@@ -13,7 +13,7 @@ use super::config::LmConfig;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{submit_plans, FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -264,24 +264,22 @@ impl Lm {
 
     /// Upload `tokens`, record this frame's LM plan and then `decoder` (a plan reading
     /// [`Self::realigned_tokens`], with the buffer its result is copied from and the
-    /// readback it is copied to) into one compute pass, and submit once. The generated
-    /// tokens come from [`Self::read_tokens`].
+    /// readback it is copied to), submitted in a few growing parts ([`submit_plans`]) so
+    /// that the GPU starts while the CPU records. The generated tokens come from
+    /// [`Self::read_tokens`].
     pub fn submit(&mut self, tokens: &[i32], decoder: Option<(&Plan, &wgpu::Buffer, &Readback)>) -> Result<()> {
         self.upload(tokens)?;
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("lm frame"), timestamp_writes: None });
-            self.temporal.record(&mut pass);
-            self.depformer.record(&mut pass);
-            if let Some((plan, _, _)) = decoder {
-                plan.record(&mut pass);
+        let mut plans = vec![&self.temporal, &self.depformer];
+        if let Some((plan, _, _)) = decoder {
+            plans.push(plan);
+        }
+        let (readback, out_tokens) = (&self.readback, &self.out_tokens);
+        submit_plans(&self.ctx, &plans, |enc| {
+            readback.copy(enc, out_tokens);
+            if let Some((_, src, rb)) = decoder {
+                rb.copy(enc, src);
             }
-        }
-        self.readback.copy(&mut enc, &self.out_tokens);
-        if let Some((_, src, rb)) = decoder {
-            rb.copy(&mut enc, src);
-        }
-        self.ctx.queue.submit([enc.finish()]);
+        });
         self.pos += 1;
         Ok(())
     }
