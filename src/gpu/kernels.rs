@@ -50,6 +50,7 @@ kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
 kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
@@ -63,7 +64,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    ROPE_KV, ATTENTION, ROPE_ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -190,6 +191,19 @@ pub(crate) struct AttentionParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct RopeAttentionParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct VqEncodeParams {
     pub level: u32,
     pub bins: u32,
@@ -264,6 +278,7 @@ const _: () = {
     assert!(std::mem::size_of::<MatvecParams>() == 32);
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
+    assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 48);

@@ -257,6 +257,9 @@ enum Q8Input {
     Normed(f32),
 }
 
+/// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
+const CONV_TR_TILE: usize = 128;
+
 /// Threads per workgroup of `q8_matvec`.
 const WG_Q8: usize = 256;
 
@@ -485,7 +488,7 @@ impl<'a> PlanBuilder<'a> {
             &CONV_TRANSPOSE1D,
             spec.name.to_string(),
             &[spec.w, &b, &x.buf, &partial, &y.buf, &tail, &pb],
-            threads(spec.out_c * (ts + tp)),
+            grid_for(spec.out_c * (ts + tp).div_ceil(CONV_TR_TILE)),
         );
         if tp > 0 {
             self.copy(&format!("{} carry", spec.name), &tail, &partial, spec.out_c * tp);
@@ -593,10 +596,33 @@ impl<'a> PlanBuilder<'a> {
         if dim % heads != 0 || (dim / heads) % 4 != 0 || dim / heads > 256 || qkv.shape[1] != 3 * dim {
             return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads cannot take {:?}", qkv.shape)));
         }
-        let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
         let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
+        if t == 1 {
+            // one new position: rotation, KV push and attention in one dispatch
+            let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+            let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
+            let p = RopeAttentionParams {
+                dim: dim as u32,
+                heads: heads as u32,
+                ring: ring as u32,
+                context: spec.context as u32,
+                scale: (1.0 / (hd as f64).sqrt()) as f32,
+                freq_coef,
+                rope: spec.rope as u32,
+                _pad: 0,
+            };
+            let pb = self.params(label, &p);
+            self.step(
+                &ROPE_ATTENTION,
+                format!("{label} rope+kv+attention"),
+                &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
+                [heads as u32, 1],
+            );
+            return Ok(out);
+        }
+        let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
         let p = RopeKvParams {
             dim: dim as u32,
             heads: heads as u32,
@@ -651,7 +677,7 @@ impl<'a> PlanBuilder<'a> {
     ) -> Result<()> {
         let dist = self.ctx.zeros(&format!("{label}.dist"), bins)?;
         let pb = self.params(label, &Count4 { a: level as u32, b: bins as u32, c: dim as u32, d: 0 });
-        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], threads(bins));
+        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], grid_for(bins.div_ceil(8)));
         let p = VqEncodeParams {
             level: level as u32,
             bins: bins as u32,
