@@ -2,7 +2,8 @@
 //!
 //! Everything here is model-agnostic. Models describe their layers to [`PlanBuilder`], which
 //! turns them into a [`Plan`]: a prebuilt list of (pipeline, bind group, grid) steps replayed
-//! into one compute pass and one submit per frame. All buffers are f32 (codes u32); every
+//! per frame with no CPU wait inside (a few submits of growing size, [`submit_plans`], so the
+//! GPU starts while the CPU records the rest) and one readback. All buffers are f32 (codes u32); every
 //! kernel lives in `shaders/*.wgsl` and is portable (no optional features), so the same plan
 //! runs on wgpu's native backends and on a browser's WebGPU (Tint).
 

@@ -781,12 +781,12 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
         // Lanes per row group: from 32, doubled while there are blocks for them and fewer
-        // than 1024 workgroups (about what a large GPU keeps resident).
+        // than 512 workgroups (a few per multiprocessor of a large GPU).
         let blocks = k / 32;
         let rows = n * t;
         let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
         let mut lanes = 32;
-        while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 1024 {
+        while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 512 {
             lanes *= 2;
         }
         let (mode, eps) = match input {

@@ -1,6 +1,6 @@
-//! The codec on the GPU: one static plan per direction, one compute pass and one submit per
-//! frame, all streaming state on the GPU, and one small readback (the codes, 4 bytes each,
-//! or the 1920 samples).
+//! The codec on the GPU: one static plan per direction, replayed per frame in a few submits
+//! with no wait between them ([`crate::gpu::submit_plans`]), all streaming state on the GPU,
+//! and one small readback (the codes, 4 bytes each, or the 1920 samples).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -148,7 +148,7 @@ impl Mimi {
     }
 
     /// Encode one frame: exactly `frame_size` samples at 24 kHz in [-1, 1] -> `num_codebooks`
-    /// codes. One submit and a `4 * num_codebooks`-byte readback. Mirrors `MimiModel.encode`
+    /// codes. One replay of the plan and a `4 * num_codebooks`-byte readback. Mirrors `MimiModel.encode`
     /// inside `streaming(1)`.
     pub async fn encode_frame(&mut self, pcm: &[f32]) -> Result<Vec<u32>> {
         if pcm.len() != self.frame_size {
@@ -164,7 +164,7 @@ impl Mimi {
     }
 
     /// Decode one frame of `num_codebooks` codes (each below `bins`) -> `frame_size` samples.
-    /// One submit and a `4 * frame_size`-byte readback. Mirrors `MimiModel.decode` inside
+    /// One replay of the plan and a `4 * frame_size`-byte readback. Mirrors `MimiModel.decode` inside
     /// `streaming(1)`. `frame` only labels errors.
     pub async fn decode_frame(&mut self, frame: usize, codes: &[u32]) -> Result<Vec<f32>> {
         if codes.len() != self.num_codebooks {

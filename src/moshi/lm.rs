@@ -5,7 +5,8 @@
 //! Per 80 ms frame: 1 + n_q input tokens (text, Moshi's audio, the user's audio; -1 for
 //! none) -> 1 + dep_q generated tokens (text, then audio codebooks 0..dep_q).
 //! [`LmWeights`] holds the weights (linears in Q8_0); [`Lm`] runs a frame as one GPU plan
-//! with one submit and one `4 (1 + dep_q)`-byte readback; [`LmCpu`] is the CPU oracle.
+//! (a few submits with no wait between them) and one `4 (1 + dep_q)`-byte readback;
+//! [`LmCpu`] is the CPU oracle.
 
 use std::rc::Rc;
 
@@ -256,7 +257,7 @@ impl Lm {
     }
 
     /// One frame: `1 + n_q` input tokens (checked as [`LmWeights::check_tokens`] does) ->
-    /// `1 + dep_q` generated tokens. One submit, one readback.
+    /// `1 + dep_q` generated tokens. One replay of the plans ([`Self::submit`]), one readback.
     pub async fn step(&mut self, tokens: &[i32]) -> Result<Vec<i32>> {
         self.submit(tokens, None)?;
         self.read_tokens().await

@@ -27,7 +27,7 @@ use inferencelayer::moshi::synthetic as lm_synthetic;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
 use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmWeights, Sampling, StreamSampling};
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::gpu::Plan;
+use inferencelayer::gpu::{submits_for, Plan};
 use inferencelayer::session::Session;
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
 use npyz::WriterBuilder;
@@ -462,20 +462,25 @@ fn profile_json(groups: &Option<Vec<(String, usize, f64)>>) -> serde_json::Value
     }
 }
 
-/// Device-to-device copy bandwidth in GB/s (bytes read plus written, over a 512 MiB buffer
-/// copied 10 times in one submit, after one warm-up), the ceiling the achieved figures are
-/// compared to.
-async fn copy_bandwidth(ctx: &GpuContext) -> Result<f64> {
-    let size = (512u64 << 20).min(ctx.info.max_buffer / 2 & !255);
-    let make = |label| {
-        ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        })
-    };
-    let (a, b) = (make("bandwidth src"), make("bandwidth dst"));
+/// Device memory bandwidth in GB/s (bytes read plus written) of a copy of a 512 MiB buffer:
+/// by the `copy` kernel timed with timestamp queries (the best of 5) where the device has
+/// them, else by `copy_buffer_to_buffer` 10 times in one submit timed on the CPU. The
+/// ceiling the achieved figures are compared to.
+async fn copy_bandwidth(ctx: &GpuContext) -> Result<(f64, &'static str)> {
+    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8);
+    let size = (len * 4) as u64;
+    let (a, b) = (ctx.zeros("bandwidth src", len)?, ctx.zeros("bandwidth dst", len)?);
+    if ctx.info.timestamps {
+        let frame = ctx.uniform("bandwidth frame", bytemuck::bytes_of(&inferencelayer::gpu::FrameParams::default()));
+        let mut b_ = inferencelayer::gpu::PlanBuilder::new(ctx, &frame)?;
+        for i in 0..6 {
+            b_.copy(&format!("copy {i}"), &a, &b, len);
+        }
+        let (plan, _, _) = b_.finish();
+        let ms = plan.profile(ctx).await?;
+        let best = ms[1..].iter().copied().fold(f64::INFINITY, f64::min);
+        return Ok((2.0 * size as f64 / (best * 1e-3) / 1e9, "copy kernel, timestamp queries"));
+    }
     let mut best = 0f64;
     for reps in [1u64, 10] {
         let mut enc = ctx.device.create_command_encoder(&Default::default());
@@ -487,7 +492,7 @@ async fn copy_bandwidth(ctx: &GpuContext) -> Result<f64> {
         ctx.read_f32(&b, 1).await?;
         best = (2 * reps * size) as f64 / t0.elapsed().as_secs_f64() / 1e9;
     }
-    Ok(best)
+    Ok((best, "copy_buffer_to_buffer, CPU clock"))
 }
 
 fn bench_signal() -> Result<Vec<f32>> {
@@ -538,8 +543,8 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
             "warmup": warmup,
             "frame_ms": frame_ms,
             "dispatches_per_frame": { "encode": enc_dispatches, "decode": dec_dispatches },
-            "passes_per_frame": { "encode": 1, "decode": 1 },
-            "submits_per_frame": { "encode": 1, "decode": 1 },
+            "passes_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
+            "submits_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
             "state_bytes": c.mimi.state_bytes(),
             "encode_ms": enc.json(),
             "decode_ms": dec.json(),
@@ -552,8 +557,10 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!(
-            "per frame      encode {enc_dispatches} dispatches, decode {dec_dispatches}; 1 pass and 1 submit each; \
+            "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each), decode {dec_dispatches} in {}; \
              streaming state {:.2} MiB",
+            submits_for(enc_dispatches),
+            submits_for(dec_dispatches),
             c.mimi.state_bytes() as f64 / (1u64 << 20) as f64
         );
         println!(
@@ -830,13 +837,17 @@ fn bench_user_codes(seed: u32, t: usize, users: usize, card: usize) -> Vec<u32> 
         .collect()
 }
 
-/// `bench-lm`. Times every LMGen frame as it runs (`Lm::step`: one submit, one readback of
-/// `4 (1 + dep_q)` bytes), then the same frames again on a new stream with the temporal part
-/// and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add up
-/// to more than the step. GPU memory is the sum of the buffers the LM holds, not a driver
-/// reading: the Q8_0 linears and f32 tables as uploaded
-/// ([`lm_synthetic::weight_bytes`], from the config) plus the streaming state
-/// (`Lm::state_bytes`: KV rings); activation buffers are not counted.
+/// `bench-lm`. Times every LMGen frame as it runs (`Lm::submit` then `Lm::read_tokens`: the
+/// frame's submits and one readback of `4 (1 + dep_q)` bytes; the CPU's share is the
+/// recording and submitting), then the same frames again on a new stream with the temporal
+/// part and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add
+/// up to more than the step; then profiles each plan step by step with timestamp queries,
+/// and with `--mimi` times whole full-duplex frames (`Session::step`). Achieved bandwidth is
+/// the Q8_0 linears' bytes (each read once per frame) over the step's p50, against a
+/// device-to-device copy. GPU memory is the sum of the buffers the LM holds, not a driver
+/// reading: the Q8_0 linears and f32 tables as uploaded ([`lm_synthetic::weight_bytes`],
+/// from the config) plus the streaming state (`Lm::state_bytes`: KV rings); activation
+/// buffers are not counted.
 #[allow(clippy::too_many_arguments)]
 async fn bench_lm(
     config: Option<&Path>,
@@ -860,7 +871,7 @@ async fn bench_lm(
     let weights = LmWeights::synthetic(&config, seed)?;
     let build_s = t0.elapsed().as_secs_f64();
     let ctx = Rc::new(GpuContext::new().await?);
-    let bandwidth = copy_bandwidth(&ctx).await?;
+    let (bandwidth, bandwidth_how) = copy_bandwidth(&ctx).await?;
     let t0 = Instant::now();
     let mut lm = Lm::new(ctx.clone(), &weights, sampling).await?;
     let upload_s = t0.elapsed().as_secs_f64();
@@ -968,11 +979,12 @@ async fn bench_lm(
             "build_weights_s": build_s,
             "upload_and_plan_s": upload_s,
             "dispatches_per_frame": { "temporal": temporal_dispatches, "depformer": depformer_dispatches, "total": dispatches },
-            "passes_per_frame": 1,
-            "submits_per_frame": 1,
+            "passes_per_frame": submits_for(dispatches),
+            "submits_per_frame": submits_for(dispatches),
             "readback_bytes_per_frame": readback_bytes,
             "gpu_bytes": { "q8_linears": q8_bytes, "f32_tables": f32_bytes, "kv_rings": kv_bytes, "total": gpu_bytes },
             "copy_bandwidth_gbs": bandwidth,
+            "copy_bandwidth_by": bandwidth_how,
             "achieved_gbs": achieved_gbs,
             "step_ms": step.json(),
             "cpu_encode_submit_ms": cpu.json(),
@@ -1006,12 +1018,13 @@ async fn bench_lm(
             size(kv_bytes)
         );
         println!(
-            "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer), \
-             1 pass, 1 submit, {readback_bytes} bytes read back"
+            "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer) \
+             in {} submits of one pass each, {readback_bytes} bytes read back",
+            submits_for(dispatches)
         );
         println!(
-            "bandwidth      {achieved_gbs:.0} GB/s achieved (Q8_0 linears over the step's p50), copy bandwidth \
-             {bandwidth:.0} GB/s ({:.0}%)",
+            "bandwidth      {achieved_gbs:.0} GB/s achieved (Q8_0 linears over the step's p50), {:.0}% of a copy's \
+             {bandwidth:.0} GB/s ({bandwidth_how})",
             100.0 * achieved_gbs / bandwidth
         );
         println!("frames         {frames} timed after {warmup} warm-up, {frame_ms:.0} ms of audio each");
