@@ -96,7 +96,7 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         warmup: usize,
         /// Replays of each plan profiled step by step with timestamp queries (0: none).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 1)]
         profile: usize,
         /// Print the results as JSON.
         #[arg(long)]
@@ -146,7 +146,7 @@ enum Command {
         #[arg(long)]
         greedy: bool,
         /// Replays of each plan profiled step by step with timestamp queries (0: none).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 1)]
         profile: usize,
         /// A Mimi checkpoint: also time the whole full-duplex frame (Mimi encode of the
         /// user's audio, then the LM step and Mimi's decode of its output in one submit),
