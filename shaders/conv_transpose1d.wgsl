@@ -1,5 +1,6 @@
-// Causal streaming ConvTranspose1d (moshi.modules.conv.StreamingConvTranspose1d), one thread
-// per column of the full output of this frame.
+// Causal streaming ConvTranspose1d (moshi.modules.conv.StreamingConvTranspose1d). One
+// workgroup of 256 threads per (output channel, tile of 128 columns of the full output of this
+// frame): 32 columns at a time, 8 lanes splitting the input channels, summed at the end.
 //
 //   w       : [in_c, out_c / groups, k]   (PyTorch ConvTranspose1d layout)
 //   b       : [out_c]                     (read only when p.has_bias == 1)
@@ -37,15 +38,37 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> tail: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+const TILE: u32 = 128u;
+const COLS: u32 = 32u;
+const LANES: u32 = 8u;
+
+var<workgroup> red: array<f32, 256>;
+
+fn input(c: u32, ti: u32) -> f32 {
+    let v = x[c * p.t_in + ti];
+    if (p.elu == 1u && v < 0.0) {
+        return exp(v) - 1.0;
+    }
+    return v;
+}
+
+@compute @workgroup_size(256)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+) {
+    let lid = lid3.x;
     let full_t = p.ts + p.tp;
-    let idx = gid.x + gid.y * nwg.x * 64u;
-    if (idx >= p.out_c * full_t) {
+    let tiles = (full_t + TILE - 1u) / TILE;
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.out_c * tiles) {
         return;
     }
-    let oc = idx / full_t;
-    let i = idx % full_t;
+    let oc = wg / tiles;
+    let tile = wg % tiles;
+    let col = lid % COLS;
+    let lane = lid / COLS;
     let in_g = p.in_c / p.groups;
     let out_g = p.out_c / p.groups;
     let g = oc / out_g;
@@ -54,35 +77,38 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (p.has_bias == 1u) {
         bias = b[oc];
     }
-    var acc = 0.0;
-    for (var j = 0u; j < p.k; j++) {
-        if (j > i) {
-            break;
-        }
-        let d = i - j;
-        if (d % p.stride != 0u) {
-            continue;
-        }
-        let ti = d / p.stride;
-        if (ti >= p.t_in) {
-            continue;
-        }
-        for (var ic = 0u; ic < in_g; ic++) {
-            let c = g * in_g + ic;
-            var xv = x[c * p.t_in + ti];
-            if (p.elu == 1u && xv < 0.0) {
-                xv = exp(xv) - 1.0;
+    for (var chunk = 0u; chunk < TILE / COLS; chunk++) {
+        let i = tile * TILE + chunk * COLS + col;
+        var acc = 0.0;
+        if (i < full_t) {
+            for (var ic = lane; ic < in_g; ic += LANES) {
+                let c = g * in_g + ic;
+                let wrow = (c * out_g + ocl) * p.k;
+                // taps j = i mod stride, + stride, ...: input column (i - j) / stride
+                for (var j = i % p.stride; j < p.k && j <= i; j += p.stride) {
+                    let ti = (i - j) / p.stride;
+                    if (ti < p.t_in) {
+                        acc += w[wrow + j] * input(c, ti);
+                    }
+                }
             }
-            acc += w[(c * out_g + ocl) * p.k + j] * xv;
         }
-    }
-    var v = acc + bias;
-    if (i < p.tp) {
-        v += partial[oc * p.tp + i];
-    }
-    if (i < p.ts) {
-        y[oc * p.ts + i] = v;
-    } else {
-        tail[oc * p.tp + (i - p.ts)] = v - bias;
+        red[lid] = acc;
+        workgroupBarrier();
+        if (lane == 0u && i < full_t) {
+            var v = bias;
+            for (var l = 0u; l < LANES; l++) {
+                v += red[l * COLS + col];
+            }
+            if (i < p.tp) {
+                v += partial[oc * p.tp + i];
+            }
+            if (i < p.ts) {
+                y[oc * p.ts + i] = v;
+            } else {
+                tail[oc * p.tp + (i - p.ts)] = v - bias;
+            }
+        }
+        workgroupBarrier();
     }
 }

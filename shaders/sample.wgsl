@@ -6,8 +6,9 @@
 //
 //   logits : [..] f32, this draw's n values from p.offset   tokens : [slots] i32
 //
-// Ties go to the lower index (torch.argmax). The top-k threshold is found exactly by a
-// binary search on order-preserving integer keys of the logits (32 counting rounds).
+// Ties go to the lower index (torch.argmax). The top-k threshold (the k-th largest of the
+// order-preserving integer keys of the logits) is found exactly by a radix select: four
+// rounds of a 256-bin histogram of one key byte, most significant first.
 
 struct Params {
     n: u32,
@@ -35,6 +36,8 @@ struct Frame {
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
 var<workgroup> red_c: array<u32, 256>;
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> found: vec2<u32>;
 
 fn key(v: f32) -> u32 {
     let b = bitcast<u32>(v);
@@ -54,22 +57,39 @@ fn uniform01(i: u32) -> f32 {
     return (f32(h >> 8u) + 0.5) / 16777216.0;
 }
 
-fn count_at_least(lid: u32, k: u32) -> u32 {
-    var c = 0u;
-    for (var i = lid; i < p.n; i += 256u) {
-        c += select(0u, 1u, key(logits[p.offset + i]) >= k);
-    }
-    red_c[lid] = c;
+// Select the digit (bits `shift`..`shift + 8`) of the k-th largest key among the keys whose
+// higher bits equal `prefix` (under `mask`), `rank` of them (1-based) counted from the top.
+// Returns (digit, keys above it among those): a uniform value for the whole workgroup.
+fn select_digit(lid: u32, prefix: u32, mask: u32, shift: u32, rank: u32) -> vec2<u32> {
+    atomicStore(&hist[lid], 0u);
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red_c[lid] += red_c[lid + s];
+    for (var i = lid; i < p.n; i += 256u) {
+        let kv = key(logits[p.offset + i]);
+        if ((kv & mask) == prefix) {
+            atomicAdd(&hist[(kv >> shift) & 0xffu], 1u);
+        }
+    }
+    workgroupBarrier();
+    // inclusive scan from the top digit down: red_c[j] = keys with digit >= 255 - j
+    red_c[lid] = atomicLoad(&hist[255u - lid]);
+    workgroupBarrier();
+    for (var s = 1u; s < 256u; s = s << 1u) {
+        var v = red_c[lid];
+        if (lid >= s) {
+            v += red_c[lid - s];
         }
         workgroupBarrier();
+        red_c[lid] = v;
+        workgroupBarrier();
     }
-    let total = red_c[0];
+    let above = select(0u, red_c[max(lid, 1u) - 1u], lid > 0u);
+    if (red_c[lid] >= rank && above < rank) {
+        found = vec2<u32>(255u - lid, above);
+    }
     workgroupBarrier();
-    return total;
+    let f = found;
+    workgroupBarrier();
+    return f;
 }
 
 @compute @workgroup_size(256)
@@ -77,11 +97,13 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
     var threshold = 0u;
     if (p.greedy == 0u && p.top_k > 0u && p.top_k < p.n) {
-        for (var bit = 31i; bit >= 0i; bit--) {
-            let cand = threshold | (1u << u32(bit));
-            if (count_at_least(lid, cand) >= p.top_k) {
-                threshold = cand;
-            }
+        var mask = 0u;
+        var rank = p.top_k;
+        for (var shift = 24i; shift >= 0i; shift -= 8i) {
+            let d = select_digit(lid, threshold, mask, u32(shift), rank);
+            threshold |= d.x << u32(shift);
+            mask |= 0xffu << u32(shift);
+            rank -= d.y;
         }
     }
     var best = -3.4e38;

@@ -114,8 +114,18 @@ fn bench_prints_json_with_the_adapter_dispatches_and_times() {
     assert!(v["dispatches_per_frame"]["encode"].as_u64().is_some_and(|n| n > 0));
     assert!(v["dispatches_per_frame"]["decode"].as_u64().is_some_and(|n| n > 0));
     for k in ["encode_ms", "decode_ms", "encode_decode_ms"] {
-        for s in ["p50", "p95", "mean"] {
+        for s in ["p50", "p95", "p99", "mean"] {
             assert!(v[k][s].as_f64().is_some_and(|t| t > 0.0), "{k}.{s} in {v}");
+        }
+        assert!(v[k]["p99"].as_f64() >= v[k]["p50"].as_f64(), "{k} in {v}");
+        assert!(v[k]["over_80ms"].as_u64().is_some_and(|n| n <= 2), "{k} in {v}");
+    }
+    // the per-step profile (where the adapter has timestamp queries) covers every dispatch
+    for (profile, part) in [("profile_encode", "encode"), ("profile_decode", "decode")] {
+        if let Some(groups) = v[profile].as_array() {
+            let steps: u64 = groups.iter().map(|g| g["dispatches"].as_u64().unwrap()).sum();
+            assert_eq!(steps, v["dispatches_per_frame"][part].as_u64().unwrap(), "{profile}");
+            assert!(groups.iter().all(|g| g["ms"].as_f64().is_some_and(|t| t >= 0.0)), "{profile}");
         }
     }
 }

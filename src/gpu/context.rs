@@ -28,6 +28,8 @@ pub struct GpuInfo {
     /// Whether the adapter offers subgroup operations. The kernels never need them: wgpu's
     /// webgpu backend does not pass the feature through, so every kernel is portable.
     pub subgroups: bool,
+    /// Whether the device was opened with timestamp queries (per-step GPU profiles).
+    pub timestamps: bool,
 }
 
 impl std::fmt::Display for GpuInfo {
@@ -89,10 +91,12 @@ impl GpuContext {
             max_storage_buffers_per_shader_stage: a.max_storage_buffers_per_shader_stage.max(8),
             ..Default::default()
         };
+        // Timestamp queries only serve profiles; taken where the adapter has them.
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("inferencelayer"),
-                required_features: wgpu::Features::empty(),
+                required_features: features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -106,6 +110,7 @@ impl GpuContext {
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = errors.clone();

@@ -50,10 +50,11 @@ kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
 kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
-kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, RW, U]);
+kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -63,7 +64,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    ROPE_KV, ATTENTION, ROPE_ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -190,6 +191,19 @@ pub(crate) struct AttentionParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct RopeAttentionParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct VqEncodeParams {
     pub level: u32,
     pub bins: u32,
@@ -218,8 +232,15 @@ pub(crate) struct Q8MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub y_stride: u32,
-    pub _pad: u32,
+    /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x
+    pub input: u32,
+    pub lanes: u32,
+    pub eps: f32,
+    pub _pad: [u32; 2],
 }
+
+/// Output rows per thread of `q8_matvec` (`RT` in the shader).
+pub(crate) const Q8_ROWS_PER_GROUP: usize = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -257,9 +278,10 @@ const _: () = {
     assert!(std::mem::size_of::<MatvecParams>() == 32);
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
+    assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
-    assert!(std::mem::size_of::<Q8MatvecParams>() == 32);
+    assert!(std::mem::size_of::<Q8MatvecParams>() == 48);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
     assert!(std::mem::size_of::<SampleParams>() == 32);
 };

@@ -2,7 +2,8 @@
 //!
 //! Everything here is model-agnostic. Models describe their layers to [`PlanBuilder`], which
 //! turns them into a [`Plan`]: a prebuilt list of (pipeline, bind group, grid) steps replayed
-//! into one compute pass and one submit per frame. All buffers are f32 (codes u32); every
+//! per frame with no CPU wait inside (a few submits of growing size, [`submit_plans`], so the
+//! GPU starts while the CPU records the rest) and one readback. All buffers are f32 (codes u32); every
 //! kernel lives in `shaders/*.wgsl` and is portable (no optional features), so the same plan
 //! runs on wgpu's native backends and on a browser's WebGPU (Tint).
 
@@ -12,4 +13,4 @@ mod plan;
 
 pub use context::{GpuContext, GpuInfo, Readback};
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
-pub use plan::{ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS};
+pub use plan::{submit_plans, submits_for, ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS};

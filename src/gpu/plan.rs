@@ -66,6 +66,53 @@ impl Plan {
         self.steps.iter().map(|s| s.label.as_str()).collect()
     }
 
+    /// GPU time of every step of one replay, in ms, in step order: each step in a compute
+    /// pass of its own with timestamps at its start and end (the replay's writes happen, as
+    /// in a frame). Returns [`Error::Gpu`] when the device has no timestamp queries.
+    pub async fn profile(&self, ctx: &GpuContext) -> Result<Vec<f64>> {
+        if !ctx.info.timestamps {
+            return Err(Error::Gpu("the device has no timestamp queries".into()));
+        }
+        // a query set holds at most 4096 queries: two per step
+        const CHUNK: usize = 2048;
+        let period_ms = ctx.queue.get_timestamp_period() as f64 * 1e-6;
+        let mut out = Vec::with_capacity(self.steps.len());
+        for start in (0..self.steps.len()).step_by(CHUNK) {
+            let n = CHUNK.min(self.steps.len() - start);
+            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("plan profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * n as u32,
+            });
+            let bytes = (16 * n) as u64;
+            let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("plan profile"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let rb = super::context::Readback::new(ctx, bytes);
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            for j in 0..n {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &set,
+                        beginning_of_pass_write_index: Some(2 * j as u32),
+                        end_of_pass_write_index: Some(2 * j as u32 + 1),
+                    }),
+                });
+                self.record_step(start + j, &mut pass);
+            }
+            enc.resolve_query_set(&set, 0..2 * n as u32, &resolved, 0);
+            rb.copy(&mut enc, &resolved);
+            ctx.queue.submit([enc.finish()]);
+            let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
+            out.extend(ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period_ms));
+        }
+        Ok(out)
+    }
+
     /// Record step `i` alone into `pass` (the per-step profile submits one at a time).
     pub fn record_step(&self, i: usize, pass: &mut wgpu::ComputePass<'_>) {
         if let Some(s) = self.steps.get(i) {
@@ -73,6 +120,56 @@ impl Plan {
             pass.set_bind_group(0, &s.bind_group, &[]);
             pass.dispatch_workgroups(s.grid[0], s.grid[1], 1);
         }
+    }
+}
+
+/// Dispatches in the first submit of [`submit_plans`]; each next submit takes four times as
+/// many, up to the end.
+const FIRST_SUBMIT: usize = 24;
+
+/// Replay `plans` in order and submit them, then record `epilogue` (the readback copies)
+/// after the last dispatch. Recording costs the CPU a few microseconds per dispatch, so a
+/// frame goes in a few submits of growing size: the GPU starts on the first while the CPU
+/// records the rest (wgpu orders submits and makes each one's writes visible to the next).
+/// Returns the number of submits (each one compute pass).
+pub fn submit_plans(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> usize {
+    let steps: Vec<(&Plan, usize)> = plans.iter().flat_map(|p| (0..p.steps.len()).map(move |i| (*p, i))).collect();
+    let mut epilogue = Some(epilogue);
+    let (mut start, mut chunk, mut submits) = (0, FIRST_SUBMIT, 0);
+    loop {
+        let end = (start + chunk).min(steps.len());
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("frame"), timestamp_writes: None });
+            for &(plan, i) in &steps[start..end] {
+                plan.record_step(i, &mut pass);
+            }
+        }
+        if end == steps.len() {
+            if let Some(f) = epilogue.take() {
+                f(&mut enc);
+            }
+        }
+        ctx.queue.submit([enc.finish()]);
+        submits += 1;
+        if end == steps.len() {
+            return submits;
+        }
+        start = end;
+        chunk *= 4;
+    }
+}
+
+/// The number of submits [`submit_plans`] makes for `dispatches` dispatches.
+pub fn submits_for(dispatches: usize) -> usize {
+    let (mut done, mut chunk, mut n) = (0, FIRST_SUBMIT, 0);
+    loop {
+        done += chunk;
+        n += 1;
+        if done >= dispatches {
+            return n;
+        }
+        chunk *= 4;
     }
 }
 
@@ -152,6 +249,20 @@ pub struct TransformerSpec {
     pub rope: bool,
 }
 
+/// What a Q8_0 linear reads as its input row.
+#[derive(Clone, Copy)]
+enum Q8Input {
+    Plain,
+    Gated,
+    Normed(f32),
+}
+
+/// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
+const CONV_TR_TILE: usize = 128;
+
+/// Threads per workgroup of `q8_matvec`.
+const WG_Q8: usize = 256;
+
 /// How [`PlanBuilder::linear`] writes its result.
 pub enum LinearOut<'a> {
     /// `y = W x`
@@ -197,7 +308,7 @@ impl<'a> PlanBuilder<'a> {
             steps: Vec::new(),
             state: PlanState::default(),
             taps: BTreeMap::new(),
-            dummy: ctx.zeros("unused binding", 1)?,
+            dummy: ctx.zeros("unused binding", 4)?,
         })
     }
 
@@ -377,7 +488,7 @@ impl<'a> PlanBuilder<'a> {
             &CONV_TRANSPOSE1D,
             spec.name.to_string(),
             &[spec.w, &b, &x.buf, &partial, &y.buf, &tail, &pb],
-            threads(spec.out_c * (ts + tp)),
+            grid_for(spec.out_c * (ts + tp).div_ceil(CONV_TR_TILE)),
         );
         if tp > 0 {
             self.copy(&format!("{} carry", spec.name), &tail, &partial, spec.out_c * tp);
@@ -481,13 +592,37 @@ impl<'a> PlanBuilder<'a> {
     ) -> Result<Tensor> {
         let t = qkv.shape[0];
         let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
-        if dim % heads != 0 || (dim / heads) % 2 != 0 || qkv.shape[1] != 3 * dim {
+        // the attention kernel reads heads as vec4s and keeps a query in 64 of them
+        if dim % heads != 0 || (dim / heads) % 4 != 0 || dim / heads > 256 || qkv.shape[1] != 3 * dim {
             return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads cannot take {:?}", qkv.shape)));
         }
-        let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
         let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
+        if t == 1 {
+            // one new position: rotation, KV push and attention in one dispatch
+            let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+            let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
+            let p = RopeAttentionParams {
+                dim: dim as u32,
+                heads: heads as u32,
+                ring: ring as u32,
+                context: spec.context as u32,
+                scale: (1.0 / (hd as f64).sqrt()) as f32,
+                freq_coef,
+                rope: spec.rope as u32,
+                _pad: 0,
+            };
+            let pb = self.params(label, &p);
+            self.step(
+                &ROPE_ATTENTION,
+                format!("{label} rope+kv+attention"),
+                &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
+                [heads as u32, 1],
+            );
+            return Ok(out);
+        }
+        let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
         let p = RopeKvParams {
             dim: dim as u32,
             heads: heads as u32,
@@ -542,7 +677,7 @@ impl<'a> PlanBuilder<'a> {
     ) -> Result<()> {
         let dist = self.ctx.zeros(&format!("{label}.dist"), bins)?;
         let pb = self.params(label, &Count4 { a: level as u32, b: bins as u32, c: dim as u32, d: 0 });
-        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], threads(bins));
+        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], grid_for(bins.div_ceil(8)));
         let p = VqEncodeParams {
             level: level as u32,
             bins: bins as u32,
@@ -573,22 +708,92 @@ impl<'a> PlanBuilder<'a> {
 
     /// A bias-free linear layer with Q8_0 weights (`quants`, `scales` in the layout of
     /// `shaders/q8_matvec.wgsl`): `y[r, i] (+)= sum_j W[i, j] x[r, j]` for `t` rows, rows of
-    /// `x` from `x_offset`, of `y` from `y_offset` with stride `y_stride` (the full output
-    /// width, when `W` is one row-part of a larger matrix).
+    /// `x` from `x_offset` (a multiple of 4), of `y` from `y_offset` with stride `y_stride`
+    /// (the full output width, when `W` is one row-part of a larger matrix). `n` must be a
+    /// multiple of 4 and `k` of 32.
     #[allow(clippy::too_many_arguments)]
     pub fn q8_linear(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        t: usize,
+        x: (&wgpu::Buffer, usize),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        let dummy = self.dummy.clone();
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate)
+    }
+
+    /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
+    /// (the `linear_in` output) and the input is `silu(x[r, :k]) * x[r, k:]`
+    /// (moshi.modules.gating ActivationGating), computed as the weights stream by.
+    #[allow(clippy::too_many_arguments)]
+    pub fn q8_linear_gated(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        t: usize,
+        x: (&wgpu::Buffer, usize),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        let dummy = self.dummy.clone();
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate)
+    }
+
+    /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
+    /// `eps`; moshi.modules.transformer RMSNorm in f32), the norm taken by each workgroup
+    /// as the weights stream by: `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
+    pub fn q8_linear_normed(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        (x, alpha, eps): (&Tensor, &wgpu::Buffer, f32),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        if x.len() != k {
+            return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+        }
+        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn q8_matvec(
         &mut self,
         label: &str,
         (quants, scales): (&wgpu::Buffer, &wgpu::Buffer),
         (n, k): (usize, usize),
         t: usize,
         (x, x_offset): (&wgpu::Buffer, usize),
+        (input, alpha): (Q8Input, &wgpu::Buffer),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         accumulate: bool,
     ) -> Result<()> {
-        if k % 32 != 0 {
-            return Err(Error::config(label, format!("Q8_0 rows must be a multiple of 32 wide, got {k}")));
+        if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
+            return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
         }
+        if x_offset % 4 != 0 {
+            return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
+        }
+        // Lanes per row group: from 32, doubled while there are blocks for them and fewer
+        // than 512 workgroups (a few per multiprocessor of a large GPU).
+        let blocks = k / 32;
+        let rows = n * t;
+        let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
+        let mut lanes = 32;
+        while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 512 {
+            lanes *= 2;
+        }
+        let (mode, eps) = match input {
+            Q8Input::Plain => (0, 0.0),
+            Q8Input::Gated => (1, 0.0),
+            Q8Input::Normed(eps) => (2, eps),
+        };
         let p = Q8MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -597,10 +802,13 @@ impl<'a> PlanBuilder<'a> {
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
             y_stride: y_stride as u32,
-            _pad: 0,
+            input: mode,
+            lanes: lanes as u32,
+            eps,
+            _pad: [0; 2],
         };
         let pb = self.params(label, &p);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, y, &pb], grid_for(n * t));
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb], grid_for(groups_of(lanes)));
         Ok(())
     }
 

@@ -1,13 +1,13 @@
-//! The codec on the GPU: one static plan per direction, one compute pass and one submit per
-//! frame, all streaming state on the GPU, and one small readback (the codes, 4 bytes each,
-//! or the 1920 samples).
+//! The codec on the GPU: one static plan per direction, replayed per frame in a few submits
+//! with no wait between them ([`crate::gpu::submit_plans`]), all streaming state on the GPU,
+//! and one small readback (the codes, 4 bytes each, or the 1920 samples).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::MimiWeights;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
+use crate::gpu::{submit_plans, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
 use crate::gpu::FrameParams;
 
 /// Mimi as two GPU plans. Build once with [`Mimi::new`]; then per 80 ms frame
@@ -42,17 +42,13 @@ impl Direction {
         Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true }
     }
 
-    /// Write the frame uniform, replay the plan, copy `out` into the readback: one submit.
+    /// Write the frame uniform, replay the plan ([`submit_plans`]), copy `out` into the
+    /// readback.
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
         let fp = FrameParams { pos: self.pos, first: self.first as u32, _pad: [0; 2] };
         ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("mimi frame"), timestamp_writes: None });
-            self.plan.record(&mut pass);
-        }
-        self.readback.copy(&mut enc, out);
-        ctx.queue.submit([enc.finish()]);
+        let readback = &self.readback;
+        submit_plans(ctx, &[&self.plan], |enc| readback.copy(enc, out));
         self.pos += steps;
         self.first = false;
     }
@@ -152,7 +148,7 @@ impl Mimi {
     }
 
     /// Encode one frame: exactly `frame_size` samples at 24 kHz in [-1, 1] -> `num_codebooks`
-    /// codes. One submit and a `4 * num_codebooks`-byte readback. Mirrors `MimiModel.encode`
+    /// codes. One replay of the plan and a `4 * num_codebooks`-byte readback. Mirrors `MimiModel.encode`
     /// inside `streaming(1)`.
     pub async fn encode_frame(&mut self, pcm: &[f32]) -> Result<Vec<u32>> {
         if pcm.len() != self.frame_size {
@@ -168,7 +164,7 @@ impl Mimi {
     }
 
     /// Decode one frame of `num_codebooks` codes (each below `bins`) -> `frame_size` samples.
-    /// One submit and a `4 * frame_size`-byte readback. Mirrors `MimiModel.decode` inside
+    /// One replay of the plan and a `4 * frame_size`-byte readback. Mirrors `MimiModel.decode` inside
     /// `streaming(1)`. `frame` only labels errors.
     pub async fn decode_frame(&mut self, frame: usize, codes: &[u32]) -> Result<Vec<f32>> {
         if codes.len() != self.num_codebooks {
@@ -187,6 +183,11 @@ impl Mimi {
         self.dec.submit(&self.ctx, &self.pcm_out.buf, self.steps_per_frame);
         let bytes = self.dec.readback.read(&self.ctx).await?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// The encode plan (for per-step profiles).
+    pub fn encode_plan(&self) -> &Plan {
+        &self.enc.plan
     }
 
     /// The decode plan, for recording after another plan that fills its codes source.

@@ -5,7 +5,8 @@
 //! Per 80 ms frame: 1 + n_q input tokens (text, Moshi's audio, the user's audio; -1 for
 //! none) -> 1 + dep_q generated tokens (text, then audio codebooks 0..dep_q).
 //! [`LmWeights`] holds the weights (linears in Q8_0); [`Lm`] runs a frame as one GPU plan
-//! with one submit and one `4 (1 + dep_q)`-byte readback; [`LmCpu`] is the CPU oracle.
+//! (a few submits with no wait between them) and one `4 (1 + dep_q)`-byte readback;
+//! [`LmCpu`] is the CPU oracle.
 
 use std::rc::Rc;
 
@@ -14,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{submit_plans, FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -262,7 +263,7 @@ impl Lm {
     }
 
     /// One frame: `1 + n_q` input tokens (checked as [`LmWeights::check_tokens`] does) ->
-    /// `1 + dep_q` generated tokens. One submit, one readback.
+    /// `1 + dep_q` generated tokens. One replay of the plans ([`Self::submit`]), one readback.
     pub async fn step(&mut self, tokens: &[i32]) -> Result<Vec<i32>> {
         self.submit(tokens, None)?;
         self.read_tokens().await
@@ -270,24 +271,22 @@ impl Lm {
 
     /// Upload `tokens`, record this frame's LM plan and then `decoder` (a plan reading
     /// [`Self::realigned_tokens`], with the buffer its result is copied from and the
-    /// readback it is copied to) into one compute pass, and submit once. The generated
-    /// tokens come from [`Self::read_tokens`].
+    /// readback it is copied to), submitted in a few growing parts ([`submit_plans`]) so
+    /// that the GPU starts while the CPU records. The generated tokens come from
+    /// [`Self::read_tokens`].
     pub fn submit(&mut self, tokens: &[i32], decoder: Option<(&Plan, &wgpu::Buffer, &Readback)>) -> Result<()> {
         self.upload(tokens)?;
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("lm frame"), timestamp_writes: None });
-            self.temporal.record(&mut pass);
-            self.depformer.record(&mut pass);
-            if let Some((plan, _, _)) = decoder {
-                plan.record(&mut pass);
+        let mut plans = vec![&self.temporal, &self.depformer];
+        if let Some((plan, _, _)) = decoder {
+            plans.push(plan);
+        }
+        let (readback, out_tokens) = (&self.readback, &self.out_tokens);
+        submit_plans(&self.ctx, &plans, |enc| {
+            readback.copy(enc, out_tokens);
+            if let Some((_, src, rb)) = decoder {
+                rb.copy(enc, src);
             }
-        }
-        self.readback.copy(&mut enc, &self.out_tokens);
-        if let Some((_, src, rb)) = decoder {
-            rb.copy(&mut enc, src);
-        }
-        self.ctx.queue.submit([enc.finish()]);
+        });
         self.pos += 1;
         Ok(())
     }
@@ -354,6 +353,11 @@ impl Lm {
             s.reset(&self.ctx);
         }
         self.pos = 0;
+    }
+
+    /// The frame's two plans, (temporal, depformer), for per-step profiles.
+    pub fn plans(&self) -> (&Plan, &Plan) {
+        (&self.temporal, &self.depformer)
     }
 
     /// Dispatches per frame: (temporal, depformer).

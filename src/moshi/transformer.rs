@@ -313,23 +313,18 @@ impl GpuTransformer {
     ) -> Result<()> {
         let d = self.dim;
         let spec = self.spec();
-        let h = b.tensor(&format!("{}.h", self.name), &[1, d])?;
         let qkv = b.tensor(&format!("{}.qkv", self.name), &[1, 3 * d])?;
         let g = b.tensor(&format!("{}.g", self.name), &[1, 2 * self.hidden])?;
-        let gated = b.tensor(&format!("{}.gated", self.name), &[1, self.hidden])?;
         for (li, layer) in self.layers.iter().enumerate() {
             let p = format!("{}.layers.{li}.step{step}", self.name);
             let w = &layer[step];
             let (n1, n2) = (&w.norm1, &w.norm2);
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
-            b.rms_norm(&format!("{p}.norm1"), x, n1, RMS_EPS, &h);
-            b.q8_linear(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), 1, (&h.buf, 0), (&qkv.buf, 0, 3 * d), false)?;
+            b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
             let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
             b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-            b.rms_norm(&format!("{p}.norm2"), x, n2, RMS_EPS, &h);
-            b.q8_linear(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), 1, (&h.buf, 0), (&g.buf, 0, 2 * self.hidden), false)?;
-            b.silu_gate(&format!("{p}.gate"), &g, &gated);
-            b.q8_linear(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&gated.buf, 0), (&x.buf, 0, d), true)?;
+            b.q8_linear_normed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
+            b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
         }
         Ok(())
     }

@@ -36,7 +36,9 @@ use inferencelayer::mimi::MimiLoader;
 use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
+use inferencelayer::gpu::{submits_for, Plan};
+use inferencelayer::session::Session;
+use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
 use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
@@ -107,6 +109,9 @@ enum Command {
         /// Frames run before timing.
         #[arg(long, default_value_t = 10)]
         warmup: usize,
+        /// Replays of each plan profiled step by step with timestamp queries (0: none).
+        #[arg(long, default_value_t = 1)]
+        profile: usize,
         /// Print the results as JSON.
         #[arg(long)]
         json: bool,
@@ -168,6 +173,14 @@ enum Command {
         /// 25; audio 0.8, top-k 250).
         #[arg(long)]
         greedy: bool,
+        /// Replays of each plan profiled step by step with timestamp queries (0: none).
+        #[arg(long, default_value_t = 1)]
+        profile: usize,
+        /// A Mimi checkpoint: also time the whole full-duplex frame (Mimi encode of the
+        /// user's audio, then the LM step and Mimi's decode of its output in one submit),
+        /// as `Session::step` runs it.
+        #[arg(long)]
+        mimi: Option<PathBuf>,
         /// Print the results as JSON.
         #[arg(long)]
         json: bool,
@@ -397,7 +410,10 @@ fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Resu
 struct Stats {
     p50: f64,
     p95: f64,
+    p99: f64,
     mean: f64,
+    /// Frames over 80 ms (the real-time budget of one frame).
+    over: usize,
 }
 
 impl Stats {
@@ -405,11 +421,112 @@ impl Stats {
         let mut v = ms.to_vec();
         v.sort_by(f64::total_cmp);
         let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Self { p50: rank(0.50), p95: rank(0.95), mean: v.iter().sum::<f64>() / v.len() as f64 }
+        Self {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            over: v.iter().filter(|&&m| m > 80.0).count(),
+        }
     }
     fn json(&self) -> serde_json::Value {
-        serde_json::json!({ "p50": self.p50, "p95": self.p95, "mean": self.mean })
+        serde_json::json!({ "p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean, "over_80ms": self.over })
     }
+}
+
+fn print_stats_header() {
+    println!("{:<17}{:>9}{:>9}{:>9}{:>9}{:>8}", "per frame", "p50 ms", "p95 ms", "p99 ms", "mean ms", ">80 ms");
+}
+
+fn print_stats(name: &str, s: &Stats) {
+    println!("{name:<17}{:>9.3}{:>9.3}{:>9.3}{:>9.3}{:>8}", s.p50, s.p95, s.p99, s.mean, s.over);
+}
+
+/// Per-step GPU times of `replays` replays of `plan` (timestamp queries), grouped by label
+/// with the layer and step numbers taken out: (group, dispatches per replay, median ms per
+/// replay), largest first. `None` where the device has no timestamp queries.
+async fn profile(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<Option<Vec<(String, usize, f64)>>> {
+    if !ctx.info.timestamps || replays == 0 {
+        return Ok(None);
+    }
+    let mut runs = Vec::with_capacity(replays);
+    for _ in 0..replays {
+        runs.push(plan.profile(ctx).await?);
+    }
+    let labels = plan.labels();
+    let mut groups: Vec<(String, usize, f64)> = Vec::new();
+    for (i, label) in labels.iter().enumerate() {
+        let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+        v.sort_by(f64::total_cmp);
+        let ms = v[v.len() / 2];
+        let mut key = String::new();
+        for ch in label.chars() {
+            if !ch.is_ascii_digit() {
+                key.push(ch);
+            } else if !key.ends_with('N') {
+                key.push('N');
+            }
+        }
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => {
+                g.1 += 1;
+                g.2 += ms;
+            }
+            None => groups.push((key, 1, ms)),
+        }
+    }
+    groups.sort_by(|a, b| b.2.total_cmp(&a.2));
+    Ok(Some(groups))
+}
+
+fn print_profile(title: &str, groups: &[(String, usize, f64)]) {
+    let total: f64 = groups.iter().map(|g| g.2).sum();
+    let n: usize = groups.iter().map(|g| g.1).sum();
+    println!();
+    println!("GPU time per step ({title}, timestamp queries, one pass per step): {n} dispatches, {total:.3} ms");
+    for (key, count, ms) in groups.iter().take(24) {
+        println!("  {key:<46}{count:>5} x {:>8.1} us = {ms:>7.3} ms", 1e3 * ms / *count as f64);
+    }
+}
+
+fn profile_json(groups: &Option<Vec<(String, usize, f64)>>) -> serde_json::Value {
+    match groups {
+        None => serde_json::Value::Null,
+        Some(g) => g.iter().map(|(k, c, ms)| serde_json::json!({ "step": k, "dispatches": c, "ms": ms })).collect(),
+    }
+}
+
+/// Device memory bandwidth in GB/s (bytes read plus written) of a copy of a 512 MiB buffer:
+/// by the `copy` kernel timed with timestamp queries (the best of 5) where the device has
+/// them, else by `copy_buffer_to_buffer` 10 times in one submit timed on the CPU. The
+/// ceiling the achieved figures are compared to.
+async fn copy_bandwidth(ctx: &GpuContext) -> Result<(f64, &'static str)> {
+    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8);
+    let size = (len * 4) as u64;
+    let (a, b) = (ctx.zeros("bandwidth src", len)?, ctx.zeros("bandwidth dst", len)?);
+    if ctx.info.timestamps {
+        let frame = ctx.uniform("bandwidth frame", bytemuck::bytes_of(&inferencelayer::gpu::FrameParams::default()));
+        let mut b_ = inferencelayer::gpu::PlanBuilder::new(ctx, &frame)?;
+        for i in 0..6 {
+            b_.copy(&format!("copy {i}"), &a, &b, len);
+        }
+        let (plan, _, _) = b_.finish();
+        let ms = plan.profile(ctx).await?;
+        let best = ms[1..].iter().copied().fold(f64::INFINITY, f64::min);
+        return Ok((2.0 * size as f64 / (best * 1e-3) / 1e9, "copy kernel, timestamp queries"));
+    }
+    let mut best = 0f64;
+    for reps in [1u64, 10] {
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        for _ in 0..reps {
+            enc.copy_buffer_to_buffer(&a, 0, &b, 0, size);
+        }
+        let t0 = Instant::now();
+        ctx.queue.submit([enc.finish()]);
+        ctx.read_f32(&b, 1).await?;
+        best = (2 * reps * size) as f64 / t0.elapsed().as_secs_f64() / 1e9;
+    }
+    Ok((best, "copy_buffer_to_buffer, CPU clock"))
 }
 
 fn bench_signal() -> Result<Vec<f32>> {
@@ -418,7 +535,7 @@ fn bench_signal() -> Result<Vec<f32>> {
     r.samples::<i16>().map(|s| s.map(|s| s as f32 / 32768.0).map_err(embedded)).collect()
 }
 
-async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, json: bool) -> Result<()> {
+async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, json: bool) -> Result<()> {
     if frames == 0 {
         return Err(Error::Input("--frames must be at least 1".into()));
     }
@@ -442,7 +559,10 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, json: bool) -> R
         }
     }
     let elapsed = start.elapsed();
-    let info = &c.mimi.context().info;
+    let ctx = c.mimi.context().clone();
+    let enc_profile = profile(&ctx, c.mimi.encode_plan(), replays).await?;
+    let dec_profile = profile(&ctx, c.mimi.decode_plan(), replays).await?;
+    let info = &ctx.info;
     let (enc_dispatches, dec_dispatches) = c.mimi.dispatches();
     let frame_ms = 1e3 * fs as f64 / audio::SAMPLE_RATE as f64;
     let (enc, dec, both) = (Stats::of(&enc), Stats::of(&dec), Stats::of(&both));
@@ -457,25 +577,42 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, json: bool) -> R
             "warmup": warmup,
             "frame_ms": frame_ms,
             "dispatches_per_frame": { "encode": enc_dispatches, "decode": dec_dispatches },
+            "passes_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
+            "submits_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
+            "state_bytes": c.mimi.state_bytes(),
             "encode_ms": enc.json(),
             "decode_ms": dec.json(),
             "encode_decode_ms": both.json(),
+            "profile_encode": profile_json(&enc_profile),
+            "profile_decode": profile_json(&dec_profile),
         });
         println!("{v:#}");
     } else {
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
-        println!("dispatches     {enc_dispatches} encode, {dec_dispatches} decode per frame");
+        println!(
+            "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each), decode {dec_dispatches} in {}; \
+             streaming state {:.2} MiB",
+            submits_for(enc_dispatches),
+            submits_for(dec_dispatches),
+            c.mimi.state_bytes() as f64 / (1u64 << 20) as f64
+        );
         println!(
             "frames         {frames} timed after {warmup} warm-up, {} codebooks, {frame_ms:.0} ms of audio each",
             c.mimi.num_codebooks()
         );
         println!();
-        println!("{:<15}{:>10}{:>10}{:>10}", "per frame", "p50 ms", "p95 ms", "mean ms");
+        print_stats_header();
         for (name, s) in [("encode", &enc), ("decode", &dec), ("encode+decode", &both)] {
-            println!("{name:<15}{:>10.2}{:>10.2}{:>10.2}", s.p50, s.p95, s.mean);
+            print_stats(name, s);
         }
-        println!("{:<15}{:>10.2}", "real-time x", frame_ms / both.mean);
+        println!("{:<17}{:>9.2}", "real-time x", frame_ms / both.mean);
+        if let Some(g) = &enc_profile {
+            print_profile("Mimi encode", g);
+        }
+        if let Some(g) = &dec_profile {
+            print_profile("Mimi decode", g);
+        }
     }
     c.summary("benchmarked", warmup + frames, elapsed);
     Ok(())
@@ -783,14 +920,28 @@ fn bench_user_codes(seed: u32, t: usize, users: usize, card: usize) -> Vec<u32> 
         .collect()
 }
 
-/// `bench-lm`. Times every LMGen frame as it runs (`Lm::step`: one submit, one readback of
-/// `4 (1 + dep_q)` bytes), then the same frames again on a new stream with the temporal part
-/// and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add up
-/// to more than the step. GPU memory is the sum of the buffers the LM holds, not a driver
-/// reading: the Q8_0 linears and f32 tables as uploaded
-/// ([`lm_synthetic::weight_bytes`], from the config) plus the streaming state
-/// (`Lm::state_bytes`: KV rings); activation buffers are not counted.
-async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64, greedy: bool, json: bool) -> Result<()> {
+/// `bench-lm`. Times every LMGen frame as it runs (`Lm::submit` then `Lm::read_tokens`: the
+/// frame's submits and one readback of `4 (1 + dep_q)` bytes; the CPU's share is the
+/// recording and submitting), then the same frames again on a new stream with the temporal
+/// part and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add
+/// up to more than the step; then profiles each plan step by step with timestamp queries,
+/// and with `--mimi` times whole full-duplex frames (`Session::step`). Achieved bandwidth is
+/// the Q8_0 linears' bytes (each read once per frame) over the step's p50, against a
+/// device-to-device copy. GPU memory is the sum of the buffers the LM holds, not a driver
+/// reading: the Q8_0 linears and f32 tables as uploaded ([`lm_synthetic::weight_bytes`],
+/// from the config) plus the streaming state (`Lm::state_bytes`: KV rings); activation
+/// buffers are not counted.
+#[allow(clippy::too_many_arguments)]
+async fn bench_lm(
+    config: Option<&Path>,
+    frames: usize,
+    warmup: usize,
+    seed: u64,
+    greedy: bool,
+    replays: usize,
+    mimi: Option<&Path>,
+    json: bool,
+) -> Result<()> {
     if frames == 0 {
         return Err(Error::Input("--frames must be at least 1".into()));
     }
@@ -803,13 +954,13 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
     let weights = LmWeights::synthetic(&config, seed)?;
     let build_s = t0.elapsed().as_secs_f64();
     let ctx = Rc::new(GpuContext::new().await?);
+    let (bandwidth, bandwidth_how) = copy_bandwidth(&ctx).await?;
     let t0 = Instant::now();
     let gpu_weights = weights.upload(&ctx)?;
     drop(weights);
     let mut lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
-    drop(gpu_weights);
     let upload_s = t0.elapsed().as_secs_f64();
-    let info = &ctx.info;
+    let info = ctx.info.clone();
     let (temporal_dispatches, depformer_dispatches) = lm.dispatches();
     let dispatches = temporal_dispatches + depformer_dispatches;
     let readback_bytes = 4 * (1 + config.dep_q);
@@ -818,17 +969,21 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
     let origin = Instant::now();
     let now = || origin.elapsed().as_secs_f64() * 1e3;
 
-    // The whole step as it runs: one submit, one readback.
+    // The whole step as it runs: one submit, one readback; the CPU's part is the recording
+    // and the submit.
     let mut gen = LmGen::new(&config);
-    let mut step_ms = Vec::with_capacity(frames);
+    let (mut step_ms, mut cpu_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
     for t in 0..warmup + frames {
         let codes = bench_user_codes(seed as u32, t, users, config.card);
         let t0 = now();
         let input = gen.input(&codes)?;
-        let generated = lm.step(&input).await?;
+        lm.submit(&input, None)?;
+        let t1 = now();
+        let generated = lm.read_tokens().await?;
         gen.output(&generated);
         if t >= warmup {
             step_ms.push(now() - t0);
+            cpu_ms.push(t1 - t0);
         }
     }
     // The same frames again on a new stream, the temporal part and the depformer submitted
@@ -846,8 +1001,38 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
             depformer_ms.push(td);
         }
     }
+    let (temporal_plan, depformer_plan) = lm.plans();
+    let temporal_profile = profile(&ctx, temporal_plan, replays).await?;
+    let depformer_profile = profile(&ctx, depformer_plan, replays).await?;
+    drop(lm);
+
+    // The whole full-duplex frame, as a session runs it.
+    let duplex = match mimi {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the checkpoint: {e}")))?;
+            let mw = MimiWeights::from_safetensors(&MimiConfig::default(), &bytes)?;
+            drop(bytes);
+            let mut session = Session::new(ctx.clone(), &mw, &gpu_weights, sampling).await?;
+            let signal = bench_signal()?;
+            let fs = MimiConfig::default().frame_size();
+            let mut ms = Vec::with_capacity(frames);
+            for (t, pcm) in signal.chunks_exact(fs).cycle().take(warmup + frames).enumerate() {
+                let t0 = now();
+                session.step(pcm).await?;
+                if t >= warmup {
+                    ms.push(now() - t0);
+                }
+            }
+            Some(Stats::of(&ms))
+        }
+    };
+    drop(weights);
     let elapsed_s = now() / 1e3;
-    let (step, temporal, depformer) = (Stats::of(&step_ms), Stats::of(&temporal_ms), Stats::of(&depformer_ms));
+    let (step, temporal, depformer, cpu) =
+        (Stats::of(&step_ms), Stats::of(&temporal_ms), Stats::of(&depformer_ms), Stats::of(&cpu_ms));
+    // bytes of weights each frame streams (every Q8_0 linear once) over the step's p50
+    let achieved_gbs = q8_bytes as f64 / step.p50 / 1e6;
     let frame_ms = 80.0;
     let gpu_bytes = q8_bytes + f32_bytes + kv_bytes;
     let size = |b: u64| {
@@ -879,12 +1064,20 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
             "build_weights_s": build_s,
             "upload_and_plan_s": upload_s,
             "dispatches_per_frame": { "temporal": temporal_dispatches, "depformer": depformer_dispatches, "total": dispatches },
-            "submits_per_frame": 1,
+            "passes_per_frame": submits_for(dispatches),
+            "submits_per_frame": submits_for(dispatches),
             "readback_bytes_per_frame": readback_bytes,
             "gpu_bytes": { "q8_linears": q8_bytes, "f32_tables": f32_bytes, "kv_rings": kv_bytes, "total": gpu_bytes },
+            "copy_bandwidth_gbs": bandwidth,
+            "copy_bandwidth_by": bandwidth_how,
+            "achieved_gbs": achieved_gbs,
             "step_ms": step.json(),
+            "cpu_encode_submit_ms": cpu.json(),
             "temporal_ms": temporal.json(),
             "depformer_ms": depformer.json(),
+            "full_duplex_frame_ms": duplex.as_ref().map(Stats::json),
+            "profile_temporal": profile_json(&temporal_profile),
+            "profile_depformer": profile_json(&depformer_profile),
         });
         println!("{v:#}");
     } else {
@@ -910,17 +1103,36 @@ async fn bench_lm(config: Option<&Path>, frames: usize, warmup: usize, seed: u64
             size(kv_bytes)
         );
         println!(
-            "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer), \
-             1 submit, {readback_bytes} bytes read back"
+            "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer) \
+             in {} submits of one pass each, {readback_bytes} bytes read back",
+            submits_for(dispatches)
+        );
+        println!(
+            "bandwidth      {achieved_gbs:.0} GB/s achieved (Q8_0 linears over the step's p50), {:.0}% of a copy's \
+             {bandwidth:.0} GB/s ({bandwidth_how})",
+            100.0 * achieved_gbs / bandwidth
         );
         println!("frames         {frames} timed after {warmup} warm-up, {frame_ms:.0} ms of audio each");
         println!();
-        println!("{:<15}{:>10}{:>10}{:>10}", "per frame", "p50 ms", "p95 ms", "mean ms");
-        for (name, s) in [("LM step", &step), ("temporal *", &temporal), ("depformer *", &depformer)] {
-            println!("{name:<15}{:>10.2}{:>10.2}{:>10.2}", s.p50, s.p95, s.mean);
+        print_stats_header();
+        print_stats("LM step", &step);
+        print_stats("  CPU record+submit", &cpu);
+        print_stats("temporal *", &temporal);
+        print_stats("depformer *", &depformer);
+        if let Some(d) = &duplex {
+            print_stats("full-duplex frame", d);
         }
-        println!("{:<15}{:>10.2}", "real-time x", frame_ms / step.mean);
+        println!("{:<17}{:>9.2}", "real-time x", frame_ms / step.mean);
         println!("* submitted and waited for apart, on a second pass over the same frames");
+        if duplex.is_some() {
+            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one submit");
+        }
+        if let Some(g) = &temporal_profile {
+            print_profile("temporal", g);
+        }
+        if let Some(g) = &depformer_profile {
+            print_profile("depformer", g);
+        }
     }
     eprintln!("{info}: benchmarked 2 x {} LM frames in {elapsed_s:.1} s", warmup + frames);
     Ok(())
@@ -932,12 +1144,12 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Decode { codec, input, output } => decode(&codec, &input, &output).await,
         Command::Roundtrip { codec, input, output } => roundtrip(&codec, &input, &output).await,
         Command::SyntheticCheckpoint { output, config, seed } => synthetic_checkpoint(&output, config.as_deref(), seed),
-        Command::Bench { codec, frames, warmup, json } => bench(&codec, frames, warmup, json).await,
+        Command::Bench { codec, frames, warmup, profile, json } => bench(&codec, frames, warmup, profile, json).await,
         Command::Converse { args } => converse(&args).await,
         Command::SyntheticLm { output, config, seed } => synthetic_lm(&output, config.as_deref(), seed),
         Command::LoadLm { lm, lm_config, chunk } => load_lm_command(&lm, lm_config.as_deref(), chunk).await,
-        Command::BenchLm { config, frames, warmup, seed, greedy, json } => {
-            bench_lm(config.as_deref(), frames, warmup, seed, greedy, json).await
+        Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, json } => {
+            bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, mimi.as_deref(), json).await
         }
     }
 }
