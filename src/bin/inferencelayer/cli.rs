@@ -38,7 +38,7 @@ use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::gpu::{submits_for, Plan};
 use inferencelayer::session::Session;
-use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, MimiWeights, Result};
+use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
 use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
@@ -1010,9 +1010,7 @@ async fn bench_lm(
     let duplex = match mimi {
         None => None,
         Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the checkpoint: {e}")))?;
-            let mw = MimiWeights::from_safetensors(&MimiConfig::default(), &bytes)?;
-            drop(bytes);
+            let mw = stream_file(path, MimiLoader::new(&MimiConfig::default(), None)?, "Mimi", CHUNK).await?.into_weights()?;
             let mut session = Session::new(ctx.clone(), &mw, &gpu_weights, sampling).await?;
             let signal = bench_signal()?;
             let fs = MimiConfig::default().frame_size();
@@ -1027,7 +1025,7 @@ async fn bench_lm(
             Some(Stats::of(&ms))
         }
     };
-    drop(weights);
+    drop(gpu_weights);
     let elapsed_s = now() / 1e3;
     let (step, temporal, depformer, cpu) =
         (Stats::of(&step_ms), Stats::of(&temporal_ms), Stats::of(&depformer_ms), Stats::of(&cpu_ms));
