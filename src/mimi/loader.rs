@@ -12,7 +12,7 @@
 use super::{MimiConfig, MimiWeights};
 use crate::error::{Error, Result};
 use crate::weights::place::{Placing, TensorMap};
-use crate::weights::stream::{ByteSink, CheckpointReader, Limits};
+use crate::weights::stream::{ByteSink, CheckpointReader, Limits, ReadState};
 
 /// Host memory per part while streaming: 16 MiB of f32.
 pub const PART_BYTES: u64 = 16 << 20;
@@ -22,8 +22,6 @@ pub const PART_BYTES: u64 = 16 << 20;
 pub struct MimiLoader {
     config: MimiConfig,
     reader: CheckpointReader<Placing<TensorMap>>,
-    failed: bool,
-    finished: bool,
 }
 
 impl MimiLoader {
@@ -42,48 +40,30 @@ impl MimiLoader {
         Ok(Self {
             config: config.clone(),
             reader: CheckpointReader::new(total_len, Limits::default(), Placing::new(map)),
-            failed: false,
-            finished: false,
         })
     }
 
     /// The weights, once [`ByteSink::finish`] returned `Ok`; otherwise [`Error::Input`]
     /// (nothing of a failed load is kept).
     pub fn into_weights(self) -> Result<MimiWeights> {
-        if self.failed || !self.finished {
-            return Err(Error::Input(
-                if self.failed { "the Mimi load failed; its tensors were dropped" } else { "the Mimi load has not finished" }.into(),
-            ));
+        match self.reader.state() {
+            ReadState::Finished => {}
+            ReadState::Failed => return Err(Error::Input("the Mimi load failed; its tensors were dropped".into())),
+            ReadState::Reading => return Err(Error::Input("the Mimi load has not finished".into())),
         }
         let map = self.reader.into_sink().into_placer()?;
         MimiWeights::load(&self.config, &map)
     }
 
-    fn guard(&mut self, r: Result<()>) -> Result<()> {
-        if r.is_err() {
-            self.failed = true;
-        }
-        r
-    }
 }
 
 impl ByteSink for MimiLoader {
     fn push(&mut self, chunk: &[u8]) -> Result<()> {
-        if self.failed || self.finished {
-            return Err(Error::Input("the Mimi load already ended; start a new loader".into()));
-        }
-        let r = self.reader.push(chunk);
-        self.guard(r)
+        self.reader.push(chunk)
     }
 
     fn finish(&mut self) -> Result<()> {
-        if self.failed || self.finished {
-            return Err(Error::Input("the Mimi load already ended; start a new loader".into()));
-        }
-        let r = self.reader.finish();
-        self.guard(r)?;
-        self.finished = true;
-        Ok(())
+        self.reader.finish()
     }
 
     fn current_tensor(&self) -> Option<&str> {

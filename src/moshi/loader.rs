@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::weights::place::{Placer, Placing};
 use crate::weights::q8::{Q8Tensor, BLOCK};
-use crate::weights::stream::{ByteSink, CheckpointReader, Header, Kind, Limits, Loaded, Plan, TensorEntry};
+use crate::weights::stream::{ByteSink, CheckpointReader, Header, Kind, Limits, Loaded, Plan, ReadState, TensorEntry};
 
 /// Largest part the loader holds in host memory at once: 16 MiB (a quants buffer's worth;
 /// its scales add a sixteenth). Parts are also kept under the device's binding limit.
@@ -622,8 +622,6 @@ impl Placer for LmPlacer {
 /// [`LmLoader::into_weights`].
 pub struct LmLoader {
     reader: CheckpointReader<Placing<LmPlacer>>,
-    failed: bool,
-    finished: bool,
 }
 
 impl LmLoader {
@@ -648,7 +646,7 @@ impl LmLoader {
             unflushed: 0,
             written: 0,
         };
-        Ok(Self { reader: CheckpointReader::new(total_len, Limits::default(), Placing::new(placer)), failed: false, finished: false })
+        Ok(Self { reader: CheckpointReader::new(total_len, Limits::default(), Placing::new(placer)) })
     }
 
     /// Bytes written into GPU buffers so far.
@@ -665,10 +663,10 @@ impl LmLoader {
     /// (the load failed or has not finished; nothing of it is kept), or [`Error::Gpu`] for a
     /// GPU error met while writing.
     pub fn into_weights(self) -> Result<LmGpuWeights> {
-        if self.failed || !self.finished {
-            return Err(Error::Input(
-                if self.failed { "the LM load failed; its weights were dropped" } else { "the LM load has not finished" }.into(),
-            ));
+        match self.reader.state() {
+            ReadState::Finished => {}
+            ReadState::Failed => return Err(Error::Input("the LM load failed; its weights were dropped".into())),
+            ReadState::Reading => return Err(Error::Input("the LM load has not finished".into())),
         }
         let mut p = self.reader.into_sink().into_placer()?;
         if let Some(w) = p.writers.iter().find(|w| w.done != w.blocks || w.pending.is_some()) {
@@ -679,31 +677,15 @@ impl LmLoader {
         p.weights.take().ok_or_else(|| Error::Input("the LM checkpoint had no header".into()))
     }
 
-    fn guard(&mut self, r: Result<()>) -> Result<()> {
-        if r.is_err() {
-            self.failed = true;
-        }
-        r
-    }
 }
 
 impl ByteSink for LmLoader {
     fn push(&mut self, chunk: &[u8]) -> Result<()> {
-        if self.failed || self.finished {
-            return Err(Error::Input("the LM load already ended; start a new loader".into()));
-        }
-        let r = self.reader.push(chunk);
-        self.guard(r)
+        self.reader.push(chunk)
     }
 
     fn finish(&mut self) -> Result<()> {
-        if self.failed || self.finished {
-            return Err(Error::Input("the LM load already ended; start a new loader".into()));
-        }
-        let r = self.reader.finish();
-        self.guard(r)?;
-        self.finished = true;
-        Ok(())
+        self.reader.finish()
     }
 
     fn current_tensor(&self) -> Option<&str> {

@@ -1250,10 +1250,24 @@ enum Format {
     Gguf(gguf::GgufStream),
 }
 
+/// Where a [`CheckpointReader`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadState {
+    /// Taking bytes.
+    Reading,
+    /// [`ByteSink::finish`] accepted the whole file: the sink's results may be kept.
+    Finished,
+    /// A push or the finish failed: the sink's results must be dropped.
+    Failed,
+}
+
 /// A checkpoint file of either format read as it streams, handing its tensors to `sink`
 /// (usually a [`Loader`]): a GGUF file is told by its magic `GGUF` in the first 4 bytes,
 /// anything else is read as safetensors. A [`ByteSink`], so any byte source can drive it.
+/// It reads one file once: after it finished or failed ([`Self::state`]) every further push
+/// or finish is refused with [`Error::Input`].
 pub struct CheckpointReader<S: Sink> {
+    state: ReadState,
     format: Format,
     total: Option<u64>,
     limits: Limits,
@@ -1264,7 +1278,26 @@ pub struct CheckpointReader<S: Sink> {
 impl<S: Sink> CheckpointReader<S> {
     /// A reader for a file of `total_len` bytes (when known), feeding `sink`.
     pub fn new(total_len: Option<u64>, limits: Limits, sink: S) -> Self {
-        Self { format: Format::Unknown(Vec::with_capacity(4)), total: total_len, limits, sha256: None, sink }
+        Self { state: ReadState::Reading, format: Format::Unknown(Vec::with_capacity(4)), total: total_len, limits, sha256: None, sink }
+    }
+
+    /// Reading, finished or failed: a loader hands out its results only once `Finished`.
+    pub fn state(&self) -> ReadState {
+        self.state
+    }
+
+    /// Refuse calls after the end, and record how a call ended.
+    fn guarded(&mut self, call: impl FnOnce(&mut Self) -> Result<()>, finishing: bool) -> Result<()> {
+        if self.state != ReadState::Reading {
+            return Err(Error::Input("this checkpoint load already ended; start a new loader".into()));
+        }
+        let r = call(self);
+        self.state = match (&r, finishing) {
+            (Err(_), _) => ReadState::Failed,
+            (Ok(()), true) => ReadState::Finished,
+            (Ok(()), false) => ReadState::Reading,
+        };
+        r
     }
 
     /// Also check a safetensors file's SHA-256 against `digest` while it streams (see
@@ -1311,7 +1344,25 @@ impl<S: Sink> CheckpointReader<S> {
 }
 
 impl<S: Sink> ByteSink for CheckpointReader<S> {
-    fn push(&mut self, mut chunk: &[u8]) -> Result<()> {
+    fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        self.guarded(|r| r.push_any(chunk), false)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.guarded(|r| r.finish_any(), true)
+    }
+
+    fn current_tensor(&self) -> Option<&str> {
+        match &self.format {
+            Format::Safetensors(s) => s.current_tensor(),
+            Format::Gguf(g) => g.current_tensor(),
+            Format::Unknown(_) => None,
+        }
+    }
+}
+
+impl<S: Sink> CheckpointReader<S> {
+    fn push_any(&mut self, mut chunk: &[u8]) -> Result<()> {
         if let Format::Unknown(buf) = &mut self.format {
             let take = (4 - buf.len()).min(chunk.len());
             buf.extend_from_slice(&chunk[..take]);
@@ -1326,14 +1377,12 @@ impl<S: Sink> ByteSink for CheckpointReader<S> {
         self.push_known(chunk)
     }
 
-    fn finish(&mut self) -> Result<()> {
-        if let Format::Unknown(buf) = &self.format {
+    fn finish_any(&mut self) -> Result<()> {
+        if let Format::Unknown(buf) = &mut self.format {
             // Too short for either format: let the safetensors reader name the truncation.
-            let first = buf.clone();
+            let first = std::mem::take(buf);
             self.decide(&[0; 4])?;
-            let mut s = SafetensorsStream::new(self.total, self.limits);
-            s.push(&first, &mut self.sink)?;
-            return s.finish(&mut self.sink);
+            self.push_known(&first)?;
         }
         match &mut self.format {
             Format::Safetensors(s) => s.finish(&mut self.sink),
@@ -1342,16 +1391,6 @@ impl<S: Sink> ByteSink for CheckpointReader<S> {
         }
     }
 
-    fn current_tensor(&self) -> Option<&str> {
-        match &self.format {
-            Format::Safetensors(s) => s.current_tensor(),
-            Format::Gguf(g) => g.current_tensor(),
-            Format::Unknown(_) => None,
-        }
-    }
-}
-
-impl<S: Sink> CheckpointReader<S> {
     fn push_known(&mut self, chunk: &[u8]) -> Result<()> {
         if chunk.is_empty() {
             return Ok(());
