@@ -13,9 +13,7 @@
 //! stream's SHA-256 (the expected digest comes from a first pass of the generator alone).
 //! Exits with status 1 when the peak heap is over the bound.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use inferencelayer::weights::source::{load, ByteSource, LoadOptions, Opened};
@@ -23,51 +21,8 @@ use inferencelayer::weights::stream::{CheckpointReader, Kind, Limits, Loaded, Lo
 use inferencelayer::{Error, Result};
 use sha2::{Digest, Sha256};
 
-/// The system allocator, counting live bytes and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(n: usize) {
-    let now = LIVE.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            grew(l.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new > l.size() {
-                grew(new - l.size());
-            } else {
-                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static HEAP: inferencelayer::heap::Counting = inferencelayer::heap::Counting;
 
 const MB: f64 = 1e6;
 const MIB: u64 = 1 << 20;
@@ -299,8 +254,7 @@ fn main() {
     plan.unknown(Unknown::Refuse);
     let (mut parts, mut split, mut check) = (0usize, Vec::new(), 0u64);
     let mut loaded_bytes = 0u64;
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    let base = inferencelayer::heap::reset_peak() as usize;
     let (t0, c0) = (Instant::now(), cpu_s());
     {
         let loader = Loader::new(plan, |t: &TensorEntry, l: Loaded| {
@@ -336,7 +290,7 @@ fn main() {
     }
     let total_s = t0.elapsed().as_secs_f64();
     let total_cpu = cpu_s().zip(c0).map(|(b, a)| b - a);
-    let peak = PEAK.load(Ordering::Relaxed) as u64;
+    let peak = inferencelayer::heap::peak();
     let bound = largest + 64 * MIB;
     let load_s = (total_s - gen_s).max(1e-9);
     println!(

@@ -1,4 +1,4 @@
-//! inferencelayer: Kyutai's Mimi codec (and, on the same GPU layer, Moshi) on WebGPU,
+//! inferencelayer: Kyutai's Moshi speech LM and its Mimi codec on WebGPU,
 //! natively through wgpu (Vulkan, Metal, DX12) and in the browser through wgpu's webgpu
 //! backend, with one async code path for both.
 //!
@@ -11,6 +11,7 @@
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
 //! - [`resample`]: streaming sample-rate conversion (the device's rate to and from 24 kHz);
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool;
+//! - [`heap`] (native): heap accounting for the benchmarks;
 //! - `web` (wasm32): the browser side: checkpoints through `fetch` and the Cache API, and
 //!   the bindings the web app's Worker drives.
 
@@ -24,6 +25,8 @@ pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod audio;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod heap;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

@@ -670,14 +670,14 @@ fn peak_rss() -> Option<u64> {
 async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Result<()> {
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let ctx = Rc::new(GpuContext::new().await?);
-    let heap0 = crate::heap_peak_reset();
+    let heap0 = inferencelayer::heap::reset_peak();
     let t0 = Instant::now();
     let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
     let loader = stream_file(path, LmLoader::new(ctx.clone(), &config, Some(len))?, "LM", chunk).await?;
     let format = loader.format_name().unwrap_or("?");
     let weights = loader.into_weights()?;
     let secs = t0.elapsed().as_secs_f64();
-    let heap = crate::heap_peak().saturating_sub(heap0);
+    let heap = inferencelayer::heap::peak().saturating_sub(heap0);
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     println!("adapter        {}", ctx.info);
     println!("checkpoint     {} ({format}, {:.1} MiB)", path.display(), mib(len));
