@@ -208,10 +208,17 @@ class Loop {
 
 const handlers = {
   async load(msg) {
+    // Loading frees the models a running frame loop is using.
+    if (loop) throw new Error("a session is running: stop it before loading new weights");
     const ac = new AbortController();
     aborts.set(msg.id, ac);
     try {
       return await load(msg, ac.signal);
+    } catch (e) {
+      if (!ac.signal.aborted) throw e;
+      const err = new Error(String(e?.message || e));
+      err.name = "AbortError";
+      throw err;
     } finally {
       aborts.delete(msg.id);
     }
@@ -228,14 +235,21 @@ const handlers = {
   },
   async stop() {
     if (!loop) return null;
-    loop.running = false;
-    const counts = await loop.done;
-    counts.record = !!loop.record;
-    stopped = loop;
-    loop = null;
-    return counts;
+    const l = loop;
+    l.running = false;
+    try {
+      // A loop that failed (a lost device, say) still ends the session: its error was
+      // reported as an `error` event and is the stop's rejection.
+      const counts = await l.done;
+      counts.record = !!l.record;
+      stopped = l;
+      return counts;
+    } finally {
+      loop = null;
+    }
   },
   reset() {
+    if (loop) throw new Error("a session is running: stop it before reset");
     session?.reset();
     codec?.reset();
     return null;

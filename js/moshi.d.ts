@@ -120,6 +120,8 @@ export interface Support {
 export declare const MIC_CONSTRAINTS: MediaStreamConstraints;
 export declare const STAT: Readonly<Record<string, number>>;
 export declare function support(): Support;
+/** `support()` plus whether WebGPU gives an adapter (asks `navigator.gpu.requestAdapter()`). */
+export declare function checkSupport(): Promise<Support & { adapter: boolean }>;
 
 export interface MoshiEventMap {
   text: CustomEvent<TextEventDetail>;

@@ -33,6 +33,27 @@ export function support() {
   return { ok: problems.length === 0, webgpu, isolated, worklet, problems };
 }
 
+/**
+ * [`support`] and, where WebGPU is present, whether it gives an adapter (a browser can have
+ * `navigator.gpu` and still no adapter: hardware acceleration off, a blocklisted GPU).
+ * Resolves to the same shape as `support()`, plus `adapter` (a boolean).
+ */
+export async function checkSupport() {
+  const s = support();
+  let adapter = false;
+  if (s.webgpu) {
+    try {
+      adapter = !!(await globalThis.navigator.gpu.requestAdapter());
+    } catch {
+      adapter = false;
+    }
+    if (!adapter) {
+      s.problems.push("WebGPU gives no GPU adapter here: turn on hardware acceleration, or enable WebGPU for this GPU (in Chrome: chrome://flags/#enable-unsafe-webgpu).");
+    }
+  }
+  return { ...s, adapter, ok: s.problems.length === 0 };
+}
+
 class WorkerClient extends EventTarget {
   constructor(workerUrl) {
     super();
@@ -55,7 +76,14 @@ class WorkerClient extends EventTarget {
         p.reject(err);
       }
     };
-    this.worker.onerror = (e) => this.dispatchEvent(new CustomEvent("error", { detail: { message: e.message } }));
+    this.worker.onerror = (e) => {
+      // A worker that cannot start (a wrong workerUrl, a script error) answers nothing:
+      // fail what waits on it instead of leaving it pending.
+      const message = `the worker failed: ${e.message || "its script could not be loaded (check workerUrl)"}`;
+      this.dispatchEvent(new CustomEvent("error", { detail: { message } }));
+      for (const p of this.pending.values()) p.reject(new Error(message));
+      this.pending.clear();
+    };
   }
 
   call(type, fields = {}, transfer = []) {
@@ -195,7 +223,12 @@ export class Moshi extends EventTarget {
     const r = this.running;
     if (!r) return null;
     Atomics.store(r.stats, STAT.control, 2);
-    const core = await this.client.call("stop");
+    let core, failure;
+    try {
+      core = await this.client.call("stop");
+    } catch (e) {
+      failure = e; // the frame loop failed: still release the audio path, then report it
+    }
     const until = performance.now() + drainMs;
     // Let the jitter buffer play out: until the ring is empty (or holds less than it would
     // start playing, after an underrun) or the time is up.
@@ -217,6 +250,7 @@ export class Moshi extends EventTarget {
     if (r.ownContext) await r.ctx.close().catch(() => {});
     this.last = r;
     this.running = null;
+    if (failure) throw failure;
     return { worklet, core };
   }
 

@@ -6,7 +6,7 @@
 //   node scripts/serve.mjs [ROOT=www] [PORT=8080]   (PORT 0: any free port; prints the URL)
 import { createServer } from "node:http";
 import { createReadStream, promises as fs } from "node:fs";
-import { extname, join, normalize, resolve } from "node:path";
+import { extname, isAbsolute, join, normalize, relative, resolve } from "node:path";
 
 const root = resolve(process.argv[2] || "www");
 const port = Number(process.argv[3] ?? 8080);
@@ -21,9 +21,15 @@ const server = createServer(async (req, res) => {
   res.setHeader("Cross-Origin-Embedder-Policy", "require-corp");
   res.setHeader("Cross-Origin-Resource-Policy", "same-origin");
   res.setHeader("Cache-Control", "no-cache");
-  let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  let path;
+  try {
+    path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  } catch {
+    return res.writeHead(400, { "Content-Type": "text/plain" }).end("bad URL\n");
+  }
   let file = normalize(join(root, path));
-  if (!file.startsWith(root)) return res.writeHead(403).end();
+  const rel = relative(root, file);
+  if (rel.startsWith("..") || isAbsolute(rel)) return res.writeHead(403).end();
   let st;
   try {
     st = await fs.stat(file);
@@ -46,10 +52,15 @@ const server = createServer(async (req, res) => {
     status = 206;
     headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
   }
-  headers["Content-Length"] = end - start + 1;
+  headers["Content-Length"] = Math.max(0, end - start + 1);
   res.writeHead(status, headers);
-  if (req.method === "HEAD") return res.end();
-  createReadStream(file, { start, end }).pipe(res);
+  if (req.method === "HEAD" || st.size === 0) return res.end();
+  createReadStream(file, { start, end }).on("error", () => res.destroy()).pipe(res);
+});
+server.on("error", (e) => {
+  const hint = e.code === "EADDRINUSE" ? ` (port ${port} is in use: set PORT=... to another, or stop what holds it)` : "";
+  console.error(`serve: ${e.message}${hint}`);
+  process.exit(1);
 });
 server.listen(port, "127.0.0.1", () => {
   console.log(`serving ${root} at http://127.0.0.1:${server.address().port}/`);

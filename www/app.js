@@ -1,6 +1,6 @@
 // The demo page: model choice and loading, microphone start/stop, the live transcript, the
 // frame-time plot, and the codec loopback; `window.app` exposes the state to tests.
-import { Moshi, support, MIC_CONSTRAINTS } from "./pkg/moshi.js";
+import { Moshi, support, checkSupport, MIC_CONSTRAINTS } from "./pkg/moshi.js";
 
 const HF = "https://huggingface.co/kyutai/moshiko-pytorch-bf16/resolve/main/";
 const MODELS = {
@@ -33,14 +33,18 @@ const showNote = () => ($("model-note").textContent = MODELS[$("model").value].n
 $("model").onchange = () => { showNote(); app.loaded = app.codecLoaded = null; refresh(); };
 showNote();
 
-const sup = support();
+let sup = support();
 app.support = sup;
-if (!sup.ok) {
+function showSupport() {
+  if (sup.ok) return;
   $("support").hidden = false;
   $("support").className = "notice error";
   $("support").textContent = "This browser cannot run the app: " + sup.problems.join(" ");
   $("load").disabled = true;
 }
+showSupport();
+// navigator.gpu may be there with no adapter behind it: ask before anything downloads.
+if (sup.ok) checkSupport().then((s) => { sup = app.support = s; showSupport(); });
 
 const mode = () => document.querySelector("input[name=mode]:checked").value;
 function refresh() {
