@@ -168,12 +168,33 @@ export class Moshi extends EventTarget {
    * AudioContext runs at the device's rate; the worker resamples to and from 24 kHz.
    */
   async start(stream, { mode = "moshi", audioContext, record = 0, destination } = {}) {
-    if (this.running) throw new Error("already running");
+    if (this.running || this.starting) throw new Error("already running");
+    if (mode !== "moshi" && mode !== "loopback") throw new Error(`unknown mode ${JSON.stringify(mode)}: "moshi" or "loopback"`);
+    if (mode === "loopback" ? !this.codecLoaded : !this.loaded) {
+      throw new Error(mode === "loopback" ? "nothing loaded for the loopback: call loadCodec() first" : "nothing loaded: call load() first");
+    }
     const s = support();
     if (!s.ok) throw new Error(s.problems.join(" "));
+    this.starting = true;
     const ownStream = !stream;
-    stream = stream || (await navigator.mediaDevices.getUserMedia(MIC_CONSTRAINTS));
+    let ctx;
+    try {
+      return await this.#startOn(stream, ownStream, (c) => (ctx = c), { mode, audioContext, record, destination });
+    } catch (e) {
+      // Nothing of a failed start stays open: the microphone, our AudioContext.
+      if (ownStream && this.pendingStream) this.pendingStream.getTracks().forEach((t) => t.stop());
+      if (ctx && !audioContext) await ctx.close().catch(() => {});
+      throw e;
+    } finally {
+      this.starting = false;
+      this.pendingStream = null;
+    }
+  }
+
+  async #startOn(stream, ownStream, keepCtx, { mode, audioContext, record, destination }) {
+    stream = stream || (this.pendingStream = await navigator.mediaDevices.getUserMedia(MIC_CONSTRAINTS));
     const ctx = audioContext || new AudioContext({ latencyHint: "interactive" });
+    keepCtx(ctx);
     await ctx.audioWorklet.addModule(this.workletUrl);
     const rate = ctx.sampleRate;
     const input = SampleRing.create(rate * 45); // the core may fall behind: keep every sample
