@@ -161,7 +161,7 @@ class Loop {
   }
 
   async run() {
-    while (this.running || this.input.available() > 0 || this.fifo.len >= 1920) {
+    while (!this.drop && (this.running || this.input.available() > 0 || this.fifo.len >= 1920)) {
       this.drainInput();
       if (this.fifo.len < 1920) {
         if (!this.running) break;
@@ -247,6 +247,12 @@ const handlers = {
     } finally {
       loop = null;
     }
+  },
+  // During a stop: leave the frames still waiting unprocessed (a core slower than real time
+  // can have minutes of them).
+  drop() {
+    if (loop && !loop.running) loop.drop = true;
+    return null;
   },
   reset() {
     if (loop) throw new Error("a session is running: stop it before reset");

@@ -136,6 +136,8 @@ export declare class Moshi extends EventTarget {
   loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;
   start(stream?: MediaStream, options?: StartOptions): Promise<{ sampleRate: number }>;
   stop(options?: { drainMs?: number }): Promise<{ worklet: AudioStats; core: CoreCounts } | null>;
+  /** During a stop, drop the captured frames still waiting (the stop then resolves soon). */
+  dropBacklog(): Promise<null>;
   stats(): AudioStats | null;
   frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
   reset(): Promise<void>;

@@ -275,6 +275,15 @@ export class Moshi extends EventTarget {
     return { worklet, core };
   }
 
+  /**
+   * While a `stop()` is finishing the frames already captured: drop those still waiting, so
+   * the stop resolves after the frame in progress (the counts then show fewer frames than
+   * were captured).
+   */
+  dropBacklog() {
+    return this.client.call("drop");
+  }
+
   /** A new conversation (every model stream back to its start); call while stopped. */
   reset() {
     return this.client.call("reset");

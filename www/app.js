@@ -166,8 +166,9 @@ $("start").onclick = async () => {
 };
 
 $("stop").onclick = async () => {
-  status("Stopping: finishing the frames already captured...");
+  status("Stopping: finishing the frames already captured (Skip the backlog to drop them)...");
   $("stop").disabled = true;
+  $("drop").hidden = false;
   try {
     app.last = await app.moshi.stop();
     await app.ctx.close();
@@ -175,9 +176,11 @@ $("stop").onclick = async () => {
   } catch (e) {
     status("Stop failed: " + e.message, true);
   }
+  $("drop").hidden = true;
   app.running = false;
   refresh();
 };
+$("drop").onclick = () => app.moshi.dropBacklog();
 
 $("reset").onclick = async () => {
   await app.moshi.reset();
