@@ -78,6 +78,7 @@ fn context(what: &str, e: Error) -> Error {
     match e {
         Error::Checkpoint(m) => Error::Checkpoint(format!("{what}: {m}")),
         Error::Input(m) => Error::Input(format!("{what}: {m}")),
+        Error::Stream { format, offset, tensor, why } => Error::Stream { format, offset, tensor, why: format!("{why} (reading the {what})") },
         other => other,
     }
 }

@@ -564,7 +564,7 @@ impl SafetensorsStream {
                             0,
                             None,
                             format!(
-                                "the header length is {n} bytes, above the cap of {} bytes",
+                                "the header length is {n} bytes, above the cap of {} bytes: this is not a safetensors (or GGUF) checkpoint, or not the file you meant (an HTML error page, a truncated download?)",
                                 self.limits.max_header
                             ),
                         ));
