@@ -34,7 +34,9 @@ pub struct GpuInfo {
 
 impl std::fmt::Display for GpuInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}, {})", self.name, self.backend, self.device_type)
+        // SwiftShader in Chromium reports an empty name.
+        let name = if self.name.is_empty() { "unnamed adapter" } else { &self.name };
+        write!(f, "{name} ({}, {})", self.backend, self.device_type)
     }
 }
 
