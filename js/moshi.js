@@ -325,6 +325,9 @@ export class MimiCodec {
 
   /** One frame of codes -> `frameSize` samples at 24 kHz (Float32Array). */
   decode(codes) {
+    // Uint32Array.from would wrap a negative code into a huge one: name it as given.
+    const bad = Array.from(codes).findIndex((c) => !Number.isInteger(Number(c)) || c < 0);
+    if (bad >= 0) return Promise.reject(new RangeError(`code ${codes[bad]} at codebook ${bad} is not a non-negative integer`));
     return this.client.call("decode", { codes: Uint32Array.from(codes) });
   }
 
