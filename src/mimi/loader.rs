@@ -54,7 +54,6 @@ impl MimiLoader {
         let map = self.reader.into_sink().into_placer()?;
         MimiWeights::load(&self.config, &map)
     }
-
 }
 
 impl ByteSink for MimiLoader {

@@ -676,7 +676,6 @@ impl LmLoader {
         p.ctx.take_error()?;
         p.weights.take().ok_or_else(|| Error::Input("the LM checkpoint had no header".into()))
     }
-
 }
 
 impl ByteSink for LmLoader {
