@@ -25,7 +25,6 @@ pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod audio;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod heap;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
