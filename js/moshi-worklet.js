@@ -29,6 +29,7 @@ class MoshiProcessor extends AudioWorkletProcessor {
     this.maxExtra = ms(80);
     this.playing = false;
     this.fadeIn = 0;
+    this.tail = 0; // the last sample output, for the fade of an underrun
     this.scratch = new Float32Array(128);
     this.warm = ms(500);
     Atomics.store(this.stats, STAT.targetMs, 10);
@@ -79,9 +80,12 @@ class MoshiProcessor extends AudioWorkletProcessor {
       const got = this.output.pop(ch, 0, n);
       for (let i = 0; this.fadeIn > 0 && i < got; i++, this.fadeIn--) ch[i] *= 1 - this.fadeIn / FADE;
       if (got < n) {
-        // Ran dry: fade out what there was, rebuffer with a larger margin.
+        // Ran dry: fade out what there was, or, when the ring emptied at the end of the last
+        // quantum (80 ms frames are whole quanta at 48 kHz), ramp from the last sample played
+        // to zero over this one: no step to click. Then rebuffer with a larger margin.
         for (let i = 0; i < got; i++) ch[i] *= (got - i) / got;
-        for (let i = got; i < n; i++) ch[i] = 0;
+        const from = got > 0 ? 0 : this.tail;
+        for (let i = got; i < n; i++) ch[i] = (from * (n - 1 - i)) / n;
         Atomics.add(s, STAT.silence, n - got);
         this.playing = false;
         this.extra = Math.min(this.extra + this.step, this.maxExtra);
@@ -94,6 +98,7 @@ class MoshiProcessor extends AudioWorkletProcessor {
       for (let i = 0; i < got; i++) peak = Math.max(peak, Math.abs(ch[i]));
       if (peak > 1e-3) Atomics.add(s, STAT.audible, 1);
     }
+    this.tail = ch[n - 1];
     for (let c = 1; c < out.length; c++) out[c].set(ch);
     Atomics.store(s, STAT.buffered, this.output.available());
     return true;
