@@ -6,7 +6,8 @@
 // are awaited here, never by the audio thread: the worklet only ever sees the rings.
 //
 // Messages in: { id, type, ... } with type load | start | stop | reset | encode | decode |
-// capture | cpuCheck | abort | dispose; each answered by { id, ok, value | error }.
+// capture | cpuCheck | abort | dispose | stall (a test hook); each answered by
+// { id, ok, value | error }.
 // Messages out, unprompted: { type: "event", name: "progress" | "frame" | "text" | "error",
 // detail }.
 
@@ -282,6 +283,17 @@ const handlers = {
     const input = cat(rec.input, Float32Array);
     const cpu = mimiCpuRoundtrip(mimiBytes, mimiConfig, input);
     return { frames: rec.input.length, input, gpuCodes: cat(rec.codes, Uint32Array), gpuPcm: cat(rec.pcm, Float32Array), cpuCodes: cpu.codes, cpuPcm: cpu.pcm };
+  },
+  // Test hook, for fault injection (Moshi.stallWorker): keep this thread busy for `ms` ms,
+  // as a long task or a slow collection would. The frame loop and every message wait
+  // meanwhile; the worklet keeps capturing and playing from the rings.
+  stall(msg) {
+    const ms = Number(msg.ms);
+    if (!(ms >= 0 && ms <= 10000)) throw new RangeError(`stall: ${msg.ms} ms is not between 0 and 10000`);
+    const t0 = performance.now();
+    const frames = loop ? loop.counts.frames : 0;
+    while (performance.now() - t0 < ms);
+    return { stalledMs: performance.now() - t0, frames };
   },
   dispose() {
     session?.free();

@@ -128,6 +128,10 @@ export interface MoshiEventMap {
   frame: CustomEvent<FrameEventDetail>;
   progress: CustomEvent<Progress>;
   error: CustomEvent<{ message: string }>;
+  /** Every audio track of the started stream ended: capture ends and the session stops. */
+  micended: CustomEvent<{ capturedSeconds: number }>;
+  /** A session ended (by `stop()` or an ended microphone), with the stop's counts. */
+  stopped: CustomEvent<{ reason: "stop" | "micended"; worklet: AudioStats; core: CoreCounts }>;
 }
 
 export declare class Moshi extends EventTarget {
@@ -138,6 +142,8 @@ export declare class Moshi extends EventTarget {
   stop(options?: { drainMs?: number }): Promise<{ worklet: AudioStats; core: CoreCounts } | null>;
   /** During a stop, drop the captured frames still waiting (the stop then resolves soon). */
   dropBacklog(): Promise<null>;
+  /** Test hook (fault injection): the Worker busy-waits `ms` ms (0 to 10000). */
+  stallWorker(ms: number): Promise<{ stalledMs: number; frames: number }>;
   stats(): AudioStats | null;
   frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
   reset(): Promise<void>;

@@ -124,7 +124,9 @@ const sourceOf = (s) =>
 
 /**
  * Full-duplex Moshi: events `text` ({ frame, token, text }), `frame` ({ frame, encodeMs,
- * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }) and `error`.
+ * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }), `error`, `micended`
+ * ({ capturedSeconds }: the stream's audio tracks ended, see `start`) and `stopped`
+ * ({ reason: "stop" | "micended", worklet, core }: a session ended, with `stop()`'s counts).
  */
 export class Moshi extends EventTarget {
   constructor(options = {}) {
@@ -166,6 +168,12 @@ export class Moshi extends EventTarget {
    * Start on `stream` (a MediaStream; the microphone with `MIC_CONSTRAINTS` when omitted).
    * `mode`: "moshi" (default) or "loopback" (microphone -> Mimi -> speakers). The
    * AudioContext runs at the device's rate; the worker resamples to and from 24 kHz.
+   *
+   * When every audio track of the stream ends (the microphone unplugged, its permission
+   * revoked, a track stopped), capture ends: a `micended` event, then the session stops as
+   * `stop()` does (every frame captured is finished and played) and a `stopped` event carries
+   * the counts. A suspended AudioContext pauses capture and playback; the session goes on
+   * when it resumes.
    */
   async start(stream, { mode = "moshi", audioContext, record = 0, destination } = {}) {
     if (this.running || this.starting) throw new Error("already running");
@@ -215,7 +223,16 @@ export class Moshi extends EventTarget {
     this.frameTimes = [];
     this.onFrame = (e) => this.frameTimes.push(e.detail.totalMs);
     this.client.addEventListener("frame", this.onFrame);
-    this.running = { ctx, ownContext: !audioContext, node, source, stream, ownStream, stats, mode, rate, startedAt: performance.now() };
+    const r = (this.running = { ctx, ownContext: !audioContext, node, source, stream, ownStream, stats, mode, rate, startedAt: performance.now() });
+    // Tracks stopped by script fire no `ended`: look at their state too (off the audio thread).
+    const tracks = stream.getAudioTracks();
+    const ended = () => {
+      if (this.running !== r || this.stopping || !tracks.length || !tracks.every((t) => t.readyState === "ended")) return;
+      this.dispatchEvent(new CustomEvent("micended", { detail: { capturedSeconds: Atomics.load(stats, STAT.captured) / rate } }));
+      this.#stopOnce("micended").catch(() => {}); // a failure is the `error` event
+    };
+    tracks.forEach((t) => t.addEventListener("ended", ended));
+    r.watch = setInterval(ended, 250);
     return { sampleRate: rate };
   }
 
@@ -240,9 +257,20 @@ export class Moshi extends EventTarget {
    * what they gave (at most `drainMs` more, default 10 s), then the audio stops. Resolves to
    * the counts: `{ worklet: stats(), core: { popped, resampled, frames, ... } }`.
    */
-  async stop({ drainMs = 10000 } = {}) {
+  stop({ drainMs = 10000 } = {}) {
+    return this.#stopOnce("stop", drainMs);
+  }
+
+  // One stop at a time: a second call while one runs gets the same promise.
+  #stopOnce(reason, drainMs = 10000) {
+    if (!this.stopping) this.stopping = this.#stop(reason, drainMs).finally(() => (this.stopping = null));
+    return this.stopping;
+  }
+
+  async #stop(reason, drainMs) {
     const r = this.running;
     if (!r) return null;
+    clearInterval(r.watch);
     Atomics.store(r.stats, STAT.control, 2);
     let core, failure;
     try {
@@ -272,6 +300,7 @@ export class Moshi extends EventTarget {
     this.last = r;
     this.running = null;
     if (failure) throw failure;
+    this.dispatchEvent(new CustomEvent("stopped", { detail: { reason, worklet, core } }));
     return { worklet, core };
   }
 
@@ -282,6 +311,15 @@ export class Moshi extends EventTarget {
    */
   dropBacklog() {
     return this.client.call("drop");
+  }
+
+  /**
+   * Test hook, for fault injection: the Worker busy-waits `ms` ms (0 to 10000), frame loop
+   * included, as a long task would; the worklet plays on from the rings meanwhile. Resolves
+   * to `{ stalledMs, frames }` (frames the core had finished when the stall began).
+   */
+  stallWorker(ms) {
+    return this.client.call("stall", { ms });
   }
 
   /** A new conversation (every model stream back to its start); call while stopped. */

@@ -83,6 +83,22 @@ function ensureMoshi() {
   });
   m.addEventListener("frame", (e) => app.frames.push(e.detail));
   m.addEventListener("error", (e) => status("Error: " + e.detail.message, true));
+  // The microphone ended (unplugged, permission revoked): the session finishes what it
+  // captured and stops by itself; the next start opens the microphone again.
+  m.addEventListener("micended", () => {
+    app.micStream = null;
+    app.micEnded = (app.micEnded || 0) + 1;
+    $("stop").disabled = true;
+    status("The microphone stopped: finishing the frames already captured...");
+  });
+  m.addEventListener("stopped", async (e) => {
+    if (e.detail.reason === "stop") return; // the Stop button's own handler
+    app.last = { worklet: e.detail.worklet, core: e.detail.core };
+    await app.ctx.close().catch(() => {});
+    app.running = false;
+    refresh();
+    status("Stopped: the microphone ended.");
+  });
   app.moshi = m;
   return m;
 }
