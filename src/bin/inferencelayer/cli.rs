@@ -282,7 +282,7 @@ fn mismatch_hint(e: Error, path: &Path, flag: &str, default: &str) -> Error {
     match e {
         Error::MissingTensor(_) | Error::UnknownTensor(_) | Error::Shape { .. } => file_error(
             path,
-            format!("{e}: the checkpoint does not match the config; pass the {flag} it was made with (without one, {default} is assumed)"),
+            format!("{e}: the checkpoint does not match the config (or is another model's file); pass the {flag} it was made with (without one, {default} is assumed)"),
         ),
         e => e,
     }
