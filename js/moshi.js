@@ -118,9 +118,96 @@ class WorkerClient extends EventTarget {
   }
 }
 
+// --- argument checks at the API's entry points: a wrong argument rejects with a TypeError
+// or RangeError naming the method and the argument, before the worker sees anything.
+
+const typeName = (v) => (v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" ? (v.constructor?.name || "an object") : `${typeof v} ${String(v)}`.slice(0, 60));
+const isBlob = (v) => typeof Blob !== "undefined" && v instanceof Blob;
+const isUrlObject = (v) => typeof URL !== "undefined" && v instanceof URL;
+const SCHEMES = ["http:", "https:", "blob:", "data:"];
+
+function options(where, o) {
+  if (o === undefined) return {};
+  if (o === null || typeof o !== "object" || Array.isArray(o)) throw new TypeError(`${where}: the options must be an object, got ${typeName(o)}`);
+  return o;
+}
+
 // URLs resolve against the page (the worker's own base is the package's folder).
-const sourceOf = (s) =>
-  s === undefined || s === null || (typeof Blob !== "undefined" && s instanceof Blob) ? s : new URL(String(s), globalThis.document?.baseURI ?? globalThis.location?.href).href;
+function sourceOf(where, name, s, required) {
+  if (s === undefined || s === null) {
+    if (required) throw new TypeError(`${where}: \`${name}\` is required (a URL or a File/Blob)`);
+    return undefined;
+  }
+  if (isBlob(s)) {
+    if (s.size === 0) throw new RangeError(`${where}: \`${name}\` is an empty File/Blob`);
+    return s;
+  }
+  if (typeof s !== "string" && !isUrlObject(s)) throw new TypeError(`${where}: \`${name}\` must be a URL (a string or URL) or a File/Blob, got ${typeName(s)}`);
+  if (String(s).trim() === "") throw new TypeError(`${where}: \`${name}\` is an empty URL`);
+  let url;
+  try {
+    url = new URL(String(s), globalThis.document?.baseURI ?? globalThis.location?.href);
+  } catch {
+    throw new TypeError(`${where}: \`${name}\` is not a valid URL: ${JSON.stringify(String(s))}`);
+  }
+  if (!SCHEMES.includes(url.protocol)) throw new TypeError(`${where}: \`${name}\` has scheme ${url.protocol}, expected one of ${SCHEMES.join(" ")}`);
+  return url.href;
+}
+
+// A config: omitted, a plain object, or JSON text of one.
+function configOf(where, name, c) {
+  if (c === undefined || c === null) return undefined;
+  if (typeof c === "string") {
+    let v;
+    try {
+      v = JSON.parse(c);
+    } catch (e) {
+      throw new TypeError(`${where}: \`${name}\` is not JSON: ${e.message}`);
+    }
+    if (v === null || typeof v !== "object" || Array.isArray(v)) throw new TypeError(`${where}: \`${name}\` must be a JSON object, got ${typeName(v)}`);
+    return c;
+  }
+  if (typeof c !== "object" || Array.isArray(c)) throw new TypeError(`${where}: \`${name}\` must be an object or JSON text, got ${typeName(c)}`);
+  return c;
+}
+
+function callbackOf(where, name, f) {
+  if (f !== undefined && f !== null && typeof f !== "function") throw new TypeError(`${where}: \`${name}\` must be a function, got ${typeName(f)}`);
+  return f ?? undefined;
+}
+
+function signalOf(where, s) {
+  if (s === undefined || s === null) return undefined;
+  if (typeof AbortSignal !== "undefined" ? !(s instanceof AbortSignal) : typeof s.aborted !== "boolean") {
+    throw new TypeError(`${where}: \`signal\` must be an AbortSignal, got ${typeName(s)}`);
+  }
+  return s;
+}
+
+function seedOf(where, seed) {
+  if (typeof seed !== "number" || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    throw new RangeError(`${where}: \`seed\` must be an integer from 0 to 2^32 - 1, got ${typeName(seed)}`);
+  }
+  return seed;
+}
+
+function booleanOf(where, name, b) {
+  if (typeof b !== "boolean") throw new TypeError(`${where}: \`${name}\` must be a boolean, got ${typeName(b)}`);
+  return b;
+}
+
+function workerUrlOf(where, name, u) {
+  if (u === undefined || u === null) return undefined;
+  if (typeof u !== "string" && !isUrlObject(u)) throw new TypeError(`${where}: \`${name}\` must be a URL (a string or URL), got ${typeName(u)}`);
+  return u;
+}
+
+function nonNegative(where, name, v) {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new RangeError(`${where}: \`${name}\` must be a finite number >= 0, got ${typeName(v)}`);
+  return v;
+}
+
+const reject = (e) => Promise.reject(e);
 
 /**
  * Full-duplex Moshi: events `text` ({ frame, token, text }), `frame` ({ frame, encodeMs,
@@ -129,10 +216,12 @@ const sourceOf = (s) =>
  * ({ reason: "stop" | "micended", worklet, core }: a session ended, with `stop()`'s counts).
  */
 export class Moshi extends EventTarget {
-  constructor(options = {}) {
+  constructor(opts) {
     super();
-    this.client = new WorkerClient(options.workerUrl);
-    this.workletUrl = options.workletUrl || new URL("./moshi-worklet.js", import.meta.url);
+    const o = options("new Moshi", opts);
+    const workerUrl = workerUrlOf("new Moshi", "workerUrl", o.workerUrl);
+    this.workletUrl = workerUrlOf("new Moshi", "workletUrl", o.workletUrl) || new URL("./moshi-worklet.js", import.meta.url);
+    this.client = new WorkerClient(workerUrl);
     for (const name of ["text", "frame", "progress", "error"]) {
       this.client.addEventListener(name, (e) => this.dispatchEvent(new CustomEvent(name, { detail: e.detail })));
     }
@@ -146,21 +235,36 @@ export class Moshi extends EventTarget {
    * for the released Mimi and Moshi 7B; an optional SentencePiece tokenizer). Resolves to
    * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts.
    */
-  async load({ mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = {}) {
-    this.loaded = await this.client.loadWith(
-      { mode: "moshi", sources: { mimi: sourceOf(mimi), lm: sourceOf(lm), tokenizer: sourceOf(tokenizer) }, mimiConfig, lmConfig, seed, greedy },
-      { onProgress, signal },
-    );
+  async load(opts) {
+    const w = "Moshi.load";
+    this.#usable(w);
+    const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options(w, opts);
+    const fields = {
+      mode: "moshi",
+      sources: { mimi: sourceOf(w, "mimi", mimi, true), lm: sourceOf(w, "lm", lm, true), tokenizer: sourceOf(w, "tokenizer", tokenizer, false) },
+      mimiConfig: configOf(w, "mimiConfig", mimiConfig),
+      lmConfig: configOf(w, "lmConfig", lmConfig),
+      seed: seedOf(w, seed),
+      greedy: booleanOf(w, "greedy", greedy),
+    };
+    const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
+    this.loaded = await this.client.loadWith(fields, how);
     this.loaded.mode = "moshi";
     return this.loaded;
   }
 
   /** Load Mimi alone, for the codec loopback (`start(stream, { mode: "loopback" })`). */
-  async loadCodec({ mimi, mimiConfig, keepForCheck = false, onProgress, signal } = {}) {
-    this.codecLoaded = await this.client.loadWith(
-      { mode: "codec", sources: { mimi: sourceOf(mimi) }, mimiConfig, keepForCheck },
-      { onProgress, signal },
-    );
+  async loadCodec(opts) {
+    const w = "Moshi.loadCodec";
+    this.#usable(w);
+    const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options(w, opts);
+    const fields = {
+      mode: "codec",
+      sources: { mimi: sourceOf(w, "mimi", mimi, true) },
+      mimiConfig: configOf(w, "mimiConfig", mimiConfig),
+      keepForCheck: booleanOf(w, "keepForCheck", keepForCheck),
+    };
+    this.codecLoaded = await this.client.loadWith(fields, { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) });
     return this.codecLoaded;
   }
 
@@ -175,7 +279,17 @@ export class Moshi extends EventTarget {
    * the counts. A suspended AudioContext pauses capture and playback; the session goes on
    * when it resumes.
    */
-  async start(stream, { mode = "moshi", audioContext, record = 0, destination } = {}) {
+  async start(stream, opts) {
+    const w = "Moshi.start";
+    this.#usable(w);
+    const { mode = "moshi", audioContext, record = 0, destination } = options(w, opts);
+    if (stream !== undefined && stream !== null && (typeof MediaStream === "undefined" ? typeof stream.getTracks !== "function" : !(stream instanceof MediaStream))) {
+      throw new TypeError(`${w}: \`stream\` must be a MediaStream, got ${typeName(stream)}`);
+    }
+    if (audioContext !== undefined && (audioContext === null || typeof audioContext.createMediaStreamSource !== "function")) {
+      throw new TypeError(`${w}: \`audioContext\` must be an AudioContext, got ${typeName(audioContext)}`);
+    }
+    nonNegative(w, "record", record);
     if (this.running || this.starting) throw new Error("already running");
     if (mode !== "moshi" && mode !== "loopback") throw new Error(`unknown mode ${JSON.stringify(mode)}: "moshi" or "loopback"`);
     if (mode === "loopback" ? !this.codecLoaded : !this.loaded) {
@@ -257,7 +371,9 @@ export class Moshi extends EventTarget {
    * what they gave (at most `drainMs` more, default 10 s), then the audio stops. Resolves to
    * the counts: `{ worklet: stats(), core: { popped, resampled, frames, ... } }`.
    */
-  stop({ drainMs = 10000 } = {}) {
+  stop(opts) {
+    const { drainMs = 10000 } = options("Moshi.stop", opts);
+    nonNegative("Moshi.stop", "drainMs", drainMs);
     return this.#stopOnce("stop", drainMs);
   }
 
@@ -310,7 +426,7 @@ export class Moshi extends EventTarget {
    * were captured).
    */
   dropBacklog() {
-    return this.client.call("drop");
+    return this.#call("Moshi.dropBacklog", "drop");
   }
 
   /**
@@ -324,29 +440,45 @@ export class Moshi extends EventTarget {
 
   /** A new conversation (every model stream back to its start); call while stopped. */
   reset() {
-    return this.client.call("reset");
+    return this.#call("Moshi.reset", "reset");
   }
 
   /** The last loopback's recording and the CPU codec over the same input (for tests). */
   cpuCheck() {
-    return this.client.call("cpuCheck");
+    return this.#call("Moshi.cpuCheck", "cpuCheck");
   }
 
-  /** Stop and end the worker; the object cannot be used again. */
+  /** Stop and end the worker; the object cannot be used again (a second call does nothing). */
   async dispose() {
+    if (this.disposed) return;
+    this.disposed = true;
     await this.stop().catch(() => {});
     this.client.dispose();
+  }
+
+  #usable(where) {
+    if (this.disposed) throw new Error(`${where}: this Moshi was disposed; create a new one`);
+  }
+
+  #call(where, type) {
+    if (this.disposed) return reject(new Error(`${where}: this Moshi was disposed; create a new one`));
+    if (!this.loaded && !this.codecLoaded) return reject(new Error(`${where}: nothing loaded: call load() or loadCodec() first`));
+    return this.client.call(type);
   }
 }
 
 /** Mimi alone, frame by frame, in its own worker: `encode(pcm) -> codes`, `decode(codes) -> pcm`. */
 export class MimiCodec {
   /** Load a Mimi checkpoint (URL or File) with its config; see `Moshi.load`. */
-  static async create({ mimi, mimiConfig, onProgress, signal, workerUrl } = {}) {
+  static async create(opts) {
+    const w = "MimiCodec.create";
+    const { mimi, mimiConfig, onProgress, signal, workerUrl } = options(w, opts);
+    const fields = { mode: "codec", sources: { mimi: sourceOf(w, "mimi", mimi, true) }, mimiConfig: configOf(w, "mimiConfig", mimiConfig) };
+    const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
     const c = new MimiCodec();
-    c.client = new WorkerClient(workerUrl);
+    c.client = new WorkerClient(workerUrlOf(w, "workerUrl", workerUrl));
     try {
-      c.info = await c.client.loadWith({ mode: "codec", sources: { mimi: sourceOf(mimi) }, mimiConfig }, { onProgress, signal });
+      c.info = await c.client.loadWith(fields, how);
     } catch (e) {
       c.client.dispose();
       throw e;
@@ -358,23 +490,48 @@ export class MimiCodec {
 
   /** One frame of `frameSize` samples at 24 kHz -> `numCodebooks` codes (Uint32Array). */
   encode(pcm) {
-    return this.client.call("encode", { pcm: Float32Array.from(pcm) });
+    const w = "MimiCodec.encode";
+    const e = this.#unusable(w) || frameError(w, "pcm", pcm, this.frameSize);
+    if (e) return reject(e);
+    const x = Float32Array.from(pcm);
+    const bad = x.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) return reject(new RangeError(`${w}: sample ${bad} is ${x[bad]}, not a finite number`));
+    return this.client.call("encode", { pcm: x });
   }
 
   /** One frame of codes -> `frameSize` samples at 24 kHz (Float32Array). */
   decode(codes) {
+    const w = "MimiCodec.decode";
+    const e = this.#unusable(w) || frameError(w, "codes", codes, this.numCodebooks);
+    if (e) return reject(e);
     // Uint32Array.from would wrap a negative code into a huge one: name it as given.
-    const bad = Array.from(codes).findIndex((c) => !Number.isInteger(Number(c)) || c < 0);
-    if (bad >= 0) return Promise.reject(new RangeError(`code ${codes[bad]} at codebook ${bad} is not a non-negative integer`));
+    const bad = Array.from(codes).findIndex((c) => typeof c !== "number" || !Number.isInteger(c) || c < 0 || c > 0xffffffff);
+    if (bad >= 0) return reject(new RangeError(`code ${codes[bad]} at codebook ${bad} is not a non-negative integer`));
     return this.client.call("decode", { codes: Uint32Array.from(codes) });
   }
 
   /** New streams in both directions. */
   reset() {
-    return this.client.call("reset");
+    return this.#unusable("MimiCodec.reset") ? reject(this.#unusable("MimiCodec.reset")) : this.client.call("reset");
   }
 
+  /** End the worker; the codec cannot be used again (a second call does nothing). */
   dispose() {
-    this.client.dispose();
+    this.disposed = true;
+    this.client?.dispose();
   }
+
+  #unusable(where) {
+    if (this.disposed) return new Error(`${where}: this MimiCodec was disposed`);
+    if (!this.client) return new Error(`${where}: no codec loaded: make one with \`await MimiCodec.create({ mimi })\``);
+    return null;
+  }
+}
+
+// A frame: an array or typed array of exactly `n` values.
+function frameError(where, name, x, n) {
+  const arrayLike = Array.isArray(x) || (ArrayBuffer.isView(x) && !(x instanceof DataView));
+  if (!arrayLike) return new TypeError(`${where}: \`${name}\` must be an array or typed array, got ${typeName(x)}`);
+  if (x.length !== n) return new RangeError(`${where}: \`${name}\` has ${x.length} values, a frame has ${n}`);
+  return null;
 }

@@ -50,8 +50,18 @@ pub fn read_wav(path: impl AsRef<Path>) -> Result<Vec<f32>> {
     let path = path.as_ref();
     let fail = |why: String| Error::file(path.display(), why);
     let bytes = read_file(path)?;
-    let mut reader =
-        hound::WavReader::new(Cursor::new(&bytes[..])).map_err(|e| fail(format!("not a readable WAV file: {e}")))?;
+    let mut reader = hound::WavReader::new(Cursor::new(&bytes[..])).map_err(|e| match wav_format(&bytes) {
+        Some((tag, bits)) if !matches!((tag, bits), (1, 8 | 16 | 24 | 32) | (3, 32)) => fail(format!(
+            "{bits}-bit {} samples are not supported (expected 8, 16, 24 or 32-bit integer, or 32-bit float; \
+             convert it, e.g. `sox IN.wav -b 16 OUT.wav`)",
+            match tag {
+                1 => "integer PCM".to_string(),
+                3 => "float".to_string(),
+                t => format!("format code {t:#06x}"),
+            }
+        )),
+        _ => fail(format!("not a readable WAV file: {e}")),
+    })?;
     let spec = reader.spec();
     let channels = spec.channels as usize;
     if channels == 0 {
@@ -112,6 +122,27 @@ pub fn read_wav(path: impl AsRef<Path>) -> Result<Vec<f32>> {
     }
     resample(&mono, spec.sample_rate as usize, SAMPLE_RATE as usize)
         .map_err(|e| fail(format!("resampling failed: {e}")))
+}
+
+/// The format code and bits per sample of a RIFF/WAVE file's `fmt ` chunk (the subformat's
+/// code for `WAVE_FORMAT_EXTENSIBLE`), where the bytes have one: to say why a file `hound`
+/// refuses is not read.
+fn wav_format(bytes: &[u8]) -> Option<(u16, u16)> {
+    if bytes.get(0..4)? != b"RIFF" || bytes.get(8..12)? != b"WAVE" {
+        return None;
+    }
+    let u16_at = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let mut at = 12usize;
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        if &head[..4] == b"fmt " {
+            let (tag, bits) = (u16_at(at + 8)?, u16_at(at + 22)?);
+            // WAVE_FORMAT_EXTENSIBLE: the subformat GUID starts with the format code
+            return Some(if tag == 0xfffe { (u16_at(at + 32).unwrap_or(tag), bits) } else { (tag, bits) });
+        }
+        at = at.checked_add(8)?.checked_add(len.checked_add(len & 1)?)?;
+    }
+    None
 }
 
 /// Resample mono `x` from `from` Hz to `to` Hz: `ceil(len * to / from)` samples, aligned with
@@ -285,11 +316,14 @@ pub fn codes_shape(path: impl AsRef<Path>) -> Result<(usize, usize)> {
 /// Returns `frames` rows of `n_q` codes. Fails with [`Error::File`] naming the file when it
 /// cannot be read, is not an `.npy`, is truncated, is not a 2-D integer array, or has a number
 /// of codebooks other than `n_q` (the message says how many it has and how many the codec
-/// runs); with [`Error::CodeOutOfRange`] for the first code that is negative or `>= bins`.
+/// runs) or holds no frames; with [`Error::CodeOutOfRange`] for the first code that is negative or `>= bins`.
 pub fn read_codes(path: impl AsRef<Path>, n_q: usize, bins: usize) -> Result<Vec<Vec<u32>>> {
     let path = path.as_ref();
     let file = CodesFile::open(path)?;
     let (frames, k) = (file.frames, file.codebooks);
+    if frames == 0 {
+        return Err(Error::file(path.display(), format!("the file holds no frames (shape [0, {k}]): there is nothing to decode")));
+    }
     if n_q == 0 {
         return Err(Error::Input("a codec runs at least one codebook".into()));
     }

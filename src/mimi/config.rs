@@ -6,6 +6,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// Largest width (channels, model width, FFN width, codebook size and dimension)
+/// [`MimiConfig::validate`] accepts; the released codec's widest is 2048.
+pub const MAX_WIDTH: usize = 1 << 16;
+/// Largest kernel of a SEANet convolution.
+pub const MAX_KERNEL: usize = 1024;
+/// Most SEANet residual layers per block, or transformer layers.
+pub const MAX_LAYERS: usize = 256;
+/// Most SEANet stages (`seanet.ratios`).
+pub const MAX_RATIOS: usize = 8;
+/// Largest SEANet ratio (stride of one stage).
+pub const MAX_RATIO: usize = 64;
+/// Most codebooks of the quantizer.
+pub const MAX_CODEBOOKS: usize = 1024;
+/// Longest transformer window, in steps.
+pub const MAX_CONTEXT: usize = 1 << 20;
+/// Highest sample rate, in Hz, and the longest frame, in samples.
+pub const MAX_SAMPLE_RATE: usize = 1 << 20;
+
 /// SEANet encoder/decoder geometry (`_seanet_kwargs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -142,8 +160,18 @@ impl Default for MimiConfig {
 
 impl MimiConfig {
     /// Parse a JSON config (Kyutai's keys; missing keys take the released values) and check it.
+    /// [`Error::Config`] for text that is not JSON, a value of the wrong type, a key the config
+    /// does not have (named), or a value [`Self::validate`] refuses.
     pub fn from_json(text: &str) -> Result<Self> {
-        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("(mimi config JSON)", e))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::config("(mimi config JSON)", e))?;
+        // serde reads a struct from an array of its fields too: only objects are configs
+        let Some(m) = v.as_object() else { return Err(Error::config("(mimi config JSON)", "must be a JSON object")) };
+        for key in ["seanet", "quantizer", "transformer"] {
+            if m.get(key).is_some_and(|s| !s.is_object()) {
+                return Err(Error::config(key, "must be a JSON object"));
+            }
+        }
+        let c: Self = serde_json::from_value(v).map_err(|e| Error::config("(mimi config JSON)", e))?;
         c.validate()?;
         Ok(c)
     }
@@ -176,12 +204,55 @@ impl MimiConfig {
         let t = &self.transformer;
         let q = &self.quantizer;
         let need = |ok: bool, field: &str, why: &str| if ok { Ok(()) } else { Err(Error::config(field, why)) };
+        let size = |field: &str, v: usize, max: usize| {
+            need(v >= 1 && v <= max, field, &format!("must be between 1 and {max}, got {v}"))
+        };
         need(self.channels == 1 && s.channels == 1, "channels", "only mono (1) is supported")?;
-        need(self.sample_rate > 0, "sample_rate", "must be positive")?;
-        need(self.frame_rate > 0.0, "frame_rate", "must be positive")?;
+        size("sample_rate", self.sample_rate, MAX_SAMPLE_RATE)?;
+        need(self.frame_rate.is_finite() && self.frame_rate > 0.0, "frame_rate", "must be a positive number")?;
         let fs = self.sample_rate as f64 / self.frame_rate;
         need(fs.fract() == 0.0, "frame_rate", "sample_rate / frame_rate must be a whole number of samples")?;
-        need(!s.ratios.is_empty() && s.ratios.iter().all(|&r| r > 0), "seanet.ratios", "must be non-empty and positive")?;
+        need(fs <= MAX_SAMPLE_RATE as f64, "frame_rate", &format!("a frame must be at most {MAX_SAMPLE_RATE} samples"))?;
+        need(
+            !s.ratios.is_empty() && s.ratios.len() <= MAX_RATIOS && s.ratios.iter().all(|&r| (1..=MAX_RATIO).contains(&r)),
+            "seanet.ratios",
+            &format!("must be 1 to {MAX_RATIOS} ratios, each between 1 and {MAX_RATIO}"),
+        )?;
+        for (field, v) in [
+            ("seanet.dimension", s.dimension),
+            ("seanet.n_filters", s.n_filters),
+            ("transformer.dim_feedforward", t.dim_feedforward),
+            ("quantizer.dimension", q.dimension),
+            ("quantizer.bins", q.bins),
+        ] {
+            size(field, v, MAX_WIDTH)?;
+        }
+        for (field, v) in [
+            ("seanet.kernel_size", s.kernel_size),
+            ("seanet.residual_kernel_size", s.residual_kernel_size),
+            ("seanet.last_kernel_size", s.last_kernel_size),
+        ] {
+            size(field, v, MAX_KERNEL)?;
+        }
+        size("seanet.n_residual_layers", s.n_residual_layers, MAX_LAYERS)?;
+        size("seanet.compress", s.compress, MAX_WIDTH)?;
+        need(
+            (1..=MAX_KERNEL).contains(&s.dilation_base)
+                && s.dilation_base.checked_pow(s.n_residual_layers as u32 - 1).is_some_and(|d| d <= MAX_WIDTH),
+            "seanet.dilation_base",
+            &format!("must be between 1 and {MAX_KERNEL}, with dilation_base^(n_residual_layers - 1) at most {MAX_WIDTH}"),
+        )?;
+        size("transformer.num_layers", t.num_layers, MAX_LAYERS)?;
+        size("transformer.num_heads", t.num_heads, MAX_WIDTH)?;
+        size("quantizer.n_q", q.n_q, MAX_CODEBOOKS)?;
+        size("transformer.context", t.context, MAX_CONTEXT)?;
+        need(t.max_period.is_finite() && t.max_period > 0.0, "transformer.max_period", "must be a positive number")?;
+        need(t.layer_scale.is_none_or(f64::is_finite), "transformer.layer_scale", "must be a finite number")?;
+        need(
+            (s.n_filters as u64) << s.ratios.len() <= MAX_WIDTH as u64,
+            "seanet.n_filters",
+            &format!("n_filters * 2^(number of ratios) must be at most {MAX_WIDTH}"),
+        )?;
         need(self.frame_size() % self.hop_length() == 0, "seanet.ratios", "their product must divide the frame size")?;
         need(self.resample_stride() >= 1, "frame_rate", "the encoder rate must be a multiple of the frame rate")?;
         need(s.causal, "seanet.causal", "only causal (streaming) SEANet is supported")?;

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// The LM config: temporal transformer, depformer and stream layout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct LmConfig {
     pub dim: usize,
     /// Text vocabulary (the text embedding has `text_card + 1` rows: the extra id is the
@@ -82,6 +82,20 @@ impl Default for LmConfig {
     }
 }
 
+/// Largest width, FFN width or vocabulary [`LmConfig::validate`] accepts (Moshi 7B's widest
+/// is its 32000-token text vocabulary).
+pub const MAX_WIDTH: usize = 1 << 18;
+/// Most layers of either transformer.
+pub const MAX_LAYERS: usize = 1024;
+/// Most audio streams (`n_q`).
+pub const MAX_STREAMS: usize = 256;
+/// Longest attention window, in frames (or depformer steps).
+pub const MAX_CONTEXT: usize = 1 << 20;
+/// Longest stream delay, in frames.
+pub const MAX_DELAY: usize = 1 << 10;
+/// Most parameters of a whole LM (Moshi 7B has 7.69e9).
+pub const MAX_PARAMETERS: u64 = 1 << 36;
+
 /// The hidden width of a SiLU-gated FFN of `dim_feedforward` (moshi.modules.gating
 /// `ActivationGating`): `21 dim / 8` when `dim_feedforward == 4 dim`, else
 /// `2 dim_feedforward / 3`.
@@ -94,9 +108,17 @@ pub fn gated_hidden(dim: usize, dim_feedforward: usize) -> usize {
 }
 
 impl LmConfig {
-    /// Parse a JSON config with Kyutai's keys (missing keys take Moshi 7B's values).
+    /// Parse a JSON config with Kyutai's keys (missing keys take Moshi 7B's values) and check
+    /// it. [`Error::Config`] for text that is not JSON, a value of the wrong type, a key the
+    /// config does not have (named, as Mimi's config does), or a value [`Self::validate`]
+    /// refuses.
     pub fn from_json(text: &str) -> Result<Self> {
-        let c: Self = serde_json::from_str(text).map_err(|e| Error::config("(LM config JSON)", e))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::config("(LM config JSON)", e))?;
+        // serde reads a struct from an array of its fields too: only objects are configs
+        if !v.is_object() {
+            return Err(Error::config("(LM config JSON)", "must be a JSON object"));
+        }
+        let c: Self = serde_json::from_value(v).map_err(|e| Error::config("(LM config JSON)", e))?;
         c.validate()?;
         Ok(c)
     }
@@ -121,10 +143,47 @@ impl LmConfig {
         self.delays.iter().copied().max().unwrap_or(0)
     }
 
-    /// Check the fields this implementation relies on; errors name the field.
+    /// Check the fields this implementation relies on; errors name the field. Sizes must be
+    /// positive and at most [`MAX_WIDTH`] (widths, vocabularies), [`MAX_LAYERS`] (layers),
+    /// [`MAX_STREAMS`] (streams) or [`MAX_CONTEXT`] (frames), and the whole model at most
+    /// [`MAX_PARAMETERS`]: a config past them is a typo, refused before anything is sized
+    /// from it.
     pub fn validate(&self) -> Result<()> {
         let need = |ok: bool, field: &str, why: &str| if ok { Ok(()) } else { Err(Error::config(field, why)) };
+        let size = |field: &str, v: usize, max: usize| {
+            need(v >= 1 && v <= max, field, &format!("must be between 1 and {max}, got {v}"))
+        };
+        for (field, v) in [
+            ("dim", self.dim),
+            ("text_card", self.text_card),
+            ("card", self.card),
+            ("num_heads", self.num_heads),
+            ("depformer_dim", self.depformer_dim),
+            ("depformer_dim_feedforward", self.depformer_dim_feedforward),
+            ("depformer_num_heads", self.depformer_num_heads),
+        ] {
+            size(field, v, MAX_WIDTH)?;
+        }
+        size("num_layers", self.num_layers, MAX_LAYERS)?;
+        size("depformer_num_layers", self.depformer_num_layers, MAX_LAYERS)?;
+        size("n_q", self.n_q, MAX_STREAMS)?;
+        size("context", self.context, MAX_CONTEXT)?;
+        size("depformer_context", self.depformer_context, MAX_CONTEXT)?;
+        need(
+            self.hidden_scale.is_finite() && self.hidden_scale > 0.0 && self.hidden_scale * self.dim as f64 <= MAX_WIDTH as f64,
+            "hidden_scale",
+            &format!("must be positive with hidden_scale * dim at most {MAX_WIDTH}"),
+        )?;
+        for (field, p) in [("max_period", self.max_period), ("depformer_max_period", self.depformer_max_period)] {
+            need(p.is_finite() && p > 0.0, field, "must be a positive number")?;
+        }
+        need(
+            self.existing_text_padding_id < self.text_card,
+            "existing_text_padding_id",
+            &format!("must be a text token, below text_card = {}", self.text_card),
+        )?;
         need(self.delays.len() == self.n_q + 1, "delays", "needs one delay per stream (1 + n_q)")?;
+        need(self.delays.iter().all(|&d| d <= MAX_DELAY), "delays", &format!("must be at most {MAX_DELAY} frames"))?;
         need(self.dep_q >= 1 && self.dep_q <= self.n_q, "dep_q", "must be between 1 and n_q")?;
         need(self.dim % self.num_heads == 0 && (self.dim / self.num_heads) % 2 == 0, "num_heads", "must divide dim into even head dims")?;
         need(
@@ -132,22 +191,27 @@ impl LmConfig {
             "depformer_num_heads",
             "must divide depformer_dim",
         )?;
+        need(self.causal, "causal", "only a causal (streaming) LM is supported")?;
         need(self.gating == "silu" && self.depformer_gating == "silu", "gating", "only SiLU gating is supported")?;
         need(self.norm == "rms_norm_f32", "norm", "only rms_norm_f32 is supported")?;
         need(self.positional_embedding == "rope", "positional_embedding", "only rope is supported")?;
         need(self.depformer_pos_emb == "none", "depformer_pos_emb", "only none is supported")?;
         need(self.depformer_weights_per_step && self.depformer_multi_linear, "depformer_weights_per_step", "only per-step depformer weights are supported")?;
         need(self.layer_scale.is_none() && self.depformer_layer_scale.is_none(), "layer_scale", "LayerScale in the LM is not supported")?;
-        need(self.context > 0, "context", "must be positive")?;
-        need(self.num_layers >= 1 && self.depformer_num_layers >= 1, "num_layers", "must be at least 1")?;
         for (field, k) in [
             ("dim", self.dim),
             ("hidden_scale", self.hidden()),
             ("depformer_dim", self.depformer_dim),
             ("depformer_dim_feedforward", self.depformer_hidden()),
         ] {
-            need(k % 32 == 0, field, "linear input widths must be multiples of 32 (Q8_0 blocks)")?;
+            need(k >= 32 && k % 32 == 0, field, "linear input widths must be positive multiples of 32 (Q8_0 blocks)")?;
         }
+        let mut total: u64 = 0;
+        for (_, shape) in self.tensor_specs() {
+            let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+            total = n.and_then(|n| total.checked_add(n)).unwrap_or(u64::MAX);
+        }
+        need(total <= MAX_PARAMETERS, "dim", &format!("the model would have {total} parameters, more than {MAX_PARAMETERS}"))?;
         Ok(())
     }
 

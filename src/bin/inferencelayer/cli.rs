@@ -149,7 +149,7 @@ enum Command {
         /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys); Moshi 7B by default.
         #[arg(long)]
         lm_config: Option<PathBuf>,
-        /// Bytes per read from the file.
+        /// Bytes per read from the file (1 to 2^30).
         #[arg(long, default_value_t = 4 << 20)]
         chunk: usize,
     },
@@ -262,15 +262,53 @@ fn file_error(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::File { path: path.display().to_string(), why: why.to_string() }
 }
 
+/// A config file's text through `parse`: a file that cannot be read, or whose JSON `parse`
+/// refuses, is an [`Error::File`] naming it (the field and the reason in its message).
+fn config_file<T>(path: &Path, what: &str, parse: impl FnOnce(&str) -> Result<T>) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the {what} config: {e}")))?;
+    parse(&text).map_err(|e| match e {
+        Error::Config { .. } => file_error(path, format!("not a valid {what} config: {e}")),
+        e => e,
+    })
+}
+
+fn mimi_config_file(path: &Path) -> Result<MimiConfig> {
+    config_file(path, "Mimi", MimiConfig::from_json)
+}
+
+/// A checkpoint refused for its tensors (missing, unknown, misshapen) was most likely made
+/// for another geometry: say which config flag to give. Other errors pass through.
+fn mismatch_hint(e: Error, path: &Path, flag: &str, default: &str) -> Error {
+    match e {
+        Error::MissingTensor(_) | Error::UnknownTensor(_) | Error::Shape { .. } => file_error(
+            path,
+            format!("{e}: the checkpoint does not match the config (or is another model's file); pass the {flag} it was made with (without one, {default} is assumed)"),
+        ),
+        e => e,
+    }
+}
+
+/// Refuse an output that is the input (`roundtrip a.wav a.wav`): writing it would destroy
+/// what is being read.
+fn distinct(input: &Path, output: &Path) -> Result<()> {
+    let same = match (std::fs::canonicalize(input), std::fs::canonicalize(output)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => input == output,
+    };
+    if same {
+        return Err(Error::Input(format!(
+            "the output {} is the input: writing it would destroy what is read; choose another output",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
 impl CodecArgs {
     /// The configuration: `--config` or the released codec, with `--codebooks` applied.
     fn config(&self) -> Result<MimiConfig> {
         let mut config = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| file_error(path, format!("cannot read the config: {e}")))?;
-                MimiConfig::from_json(&text)?
-            }
+            Some(path) => mimi_config_file(path)?,
             None => MimiConfig::default(),
         };
         if let Some(n) = self.codebooks {
@@ -295,8 +333,9 @@ impl Codec {
 
     /// [`Codec::open`] on an existing context (shared with the LM).
     async fn open_on(ctx: Rc<GpuContext>, config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
-        let loader = stream_file(checkpoint, MimiLoader::new(config, None)?, "Mimi", CHUNK).await?;
-        let weights = loader.into_weights()?;
+        let hint = |e| mismatch_hint(e, checkpoint, "Mimi config (--config, or --mimi-config)", "the released codec's");
+        let loader = stream_file(checkpoint, MimiLoader::new(config, None)?, "Mimi", CHUNK).await.map_err(hint)?;
+        let weights = loader.into_weights().map_err(hint)?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &weights).await?;
         Ok(Self { mimi, adapter })
@@ -318,6 +357,7 @@ fn pad_to_frames(mut pcm: Vec<f32>, fs: usize) -> Vec<f32> {
 }
 
 async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
+    distinct(input, output)?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -334,6 +374,7 @@ async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
+    distinct(input, output)?;
     let config = codec.config()?;
     let n_q = config.num_codebooks;
     let (_, k) = audio::codes_shape(input)?;
@@ -359,6 +400,7 @@ async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
+    distinct(input, output)?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -390,8 +432,7 @@ fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Resu
             (specs, bytes)
         }
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the config: {e}")))?;
-            let config = MimiConfig::from_json(&text)?;
+            let config = mimi_config_file(path)?;
             let bytes = inferencelayer::mimi::synthetic::calibrated_checkpoint(&config, seed, &bench_signal()?)?;
             (config.tensor_specs(), bytes)
         }
@@ -621,17 +662,15 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
 /// An LM configuration: the JSON file at `path` (Kyutai's `_lm_kwargs` keys), else `default`.
 fn lm_config(path: Option<&Path>, default: impl FnOnce() -> Result<LmConfig>) -> Result<LmConfig> {
     match path {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the LM config: {e}")))?;
-            LmConfig::from_json(&text)
-        }
+        Some(path) => config_file(path, "LM", LmConfig::from_json),
         None => default(),
     }
 }
 
 /// Bytes per read when streaming a checkpoint file.
 const CHUNK: usize = 4 << 20;
+/// The largest `load-lm --chunk`: one read's buffer is held in memory.
+const MAX_CHUNK: usize = 1 << 30;
 
 /// Feed the file at `path` to `sink` in reads of `chunk` bytes through the byte-source
 /// driver (the one the web's `fetch` goes through), which finishes the sink; returns it. A
@@ -654,8 +693,9 @@ async fn stream_file<K: ByteSink>(path: &Path, sink: K, what: &str, chunk: usize
 /// any weight is uploaded; a file that is not a checkpoint is an [`Error::File`] naming it.
 async fn load_lm(ctx: &Rc<GpuContext>, config: &LmConfig, path: &Path, chunk: usize) -> Result<LmGpuWeights> {
     let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
-    let loader = stream_file(path, LmLoader::new(ctx.clone(), config, Some(len))?, "LM", chunk).await?;
-    loader.into_weights()
+    let hint = |e| mismatch_hint(e, path, "--lm-config", "Moshi 7B's geometry");
+    let loader = stream_file(path, LmLoader::new(ctx.clone(), config, Some(len))?, "LM", chunk).await.map_err(hint)?;
+    loader.into_weights().map_err(hint)
 }
 
 /// Peak resident set of this process in bytes (Linux `VmHWM`), where the system says.
@@ -668,14 +708,18 @@ fn peak_rss() -> Option<u64> {
 
 /// `load-lm`: stream a checkpoint into the GPU; time, throughput, peak host memory.
 async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Result<()> {
+    if !(1..=MAX_CHUNK).contains(&chunk) {
+        return Err(Error::Input(format!("--chunk must be between 1 and {MAX_CHUNK} bytes, got {chunk}")));
+    }
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let ctx = Rc::new(GpuContext::new().await?);
     let heap0 = inferencelayer::heap::reset_peak();
     let t0 = Instant::now();
     let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
-    let loader = stream_file(path, LmLoader::new(ctx.clone(), &config, Some(len))?, "LM", chunk).await?;
+    let hint = |e| mismatch_hint(e, path, "--lm-config", "Moshi 7B's geometry");
+    let loader = stream_file(path, LmLoader::new(ctx.clone(), &config, Some(len))?, "LM", chunk).await.map_err(hint)?;
     let format = loader.format_name().unwrap_or("?");
-    let weights = loader.into_weights()?;
+    let weights = loader.into_weights().map_err(hint)?;
     let secs = t0.elapsed().as_secs_f64();
     let heap = inferencelayer::heap::peak().saturating_sub(heap0);
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
@@ -753,17 +797,21 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     if a.max_frames == Some(0) {
         return Err(Error::Input("--max-frames must be at least 1".into()));
     }
+    for written in output.iter().chain(&a.tokens_out) {
+        distinct(&a.input, written)?;
+    }
+    if let (Some(o), Some(t)) = (&output, &a.tokens_out) {
+        if distinct(o, t).is_err() {
+            return Err(Error::Input(format!("--tokens-out {} is the OUTPUT WAV: give them different paths", t.display())));
+        }
+    }
 
     // What Mimi must do, checked against the LM before anything heavy is loaded.
     let mimi_config = if npy_input && a.no_audio {
         None
     } else {
         let mc = match &a.mimi_config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| file_error(path, format!("cannot read the Mimi config: {e}")))?;
-                MimiConfig::from_json(&text)?
-            }
+            Some(path) => mimi_config_file(path)?,
             None => MimiConfig::default(),
         };
         let n = mc.num_codebooks;
