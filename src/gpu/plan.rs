@@ -746,7 +746,8 @@ impl<'a> PlanBuilder<'a> {
 
     /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
     /// `eps`; moshi.modules.transformer RMSNorm in f32), the norm taken by each workgroup
-    /// as the weights stream by: `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
+    /// as the weights stream by (each row group sums the squares of the inputs it reads and
+    /// scales its sums at the end): `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
     pub fn q8_linear_normed(
         &mut self,
         label: &str,
