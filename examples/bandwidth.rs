@@ -6,8 +6,10 @@
 //! queries, the median of several runs, in GB/s (bytes read plus written). Then a sustained
 //! copy of a few seconds, timed on the CPU, to read the clocks against.
 //!
-//! `cargo run --release --example bandwidth [-- MIB]` (buffer size, default 512 MiB). The
-//! queue follows `INFERENCELAYER_VK_QUEUE` as every context does.
+//! `cargo run --release --example bandwidth [-- MIB [VARIANT.wgsl ...]]` (buffer size,
+//! default 512 MiB; each VARIANT a version of `shaders/q8_matvec.wgsl` with the same
+//! bindings and parameters, timed beside it at the same shapes and inputs). The queue
+//! follows `INFERENCELAYER_VK_QUEUE` as every context does.
 
 #[cfg(target_arch = "wasm32")]
 fn main() {}
@@ -135,6 +137,7 @@ mod native {
             return Ok(());
         }
         let mib: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(512);
+        let variants: Vec<String> = std::env::args().skip(2).filter(|a| a.ends_with(".wgsl")).collect();
         let bytes = (mib << 20).min(ctx.info.max_storage_binding as usize) & !1023;
         let words = bytes / 4;
         let vecs = bytes / 16;
@@ -306,6 +309,85 @@ mod native {
             let ms = median(ms[1..].to_vec());
             let moved = (qb + sb) as f64 + 4.0 * (k + n) as f64;
             println!("{:<34}{:>10.1}{:>10.0}", format!("[{n}, {k}]"), 1e3 * ms, moved / (ms * 1e-3) / 1e9);
+        }
+
+        // Versions of the Q8_0 kernel side by side: plain, RMSNorm-fused and SiLU-gated inputs.
+        if !variants.is_empty() {
+            println!();
+            println!("q8_matvec versions, us per dispatch (GB/s of weights + scales)");
+            let shapes = [(22528usize, 4096usize, 0u32), (22528, 4096, 2), (12288, 4096, 2), (4096, 11264, 1), (4096, 4096, 0), (2048, 1024, 0), (2048, 1024, 2)];
+            let mut bufs = Vec::new();
+            for &(n, k, input) in &shapes {
+                let (qb, sb) = inferencelayer::weights::q8::Q8Tensor::buffer_sizes(n, k);
+                let mut w = Vec::new();
+                for c in 0..3 {
+                    let q = ctx.zeros(&format!("q8 quants {c}"), qb as usize / 4)?;
+                    let s = ctx.zeros(&format!("q8 scales {c}"), sb as usize / 4)?;
+                    fill_with(&q, qb as usize / 16)?;
+                    fill_with(&s, sb as usize / 16)?;
+                    w.push((q, s));
+                }
+                let x = ctx.zeros("q8 x", 2 * k)?;
+                fill_with(&x, 2 * k / 4)?;
+                let alpha = ctx.zeros("q8 alpha", k)?;
+                fill_with(&alpha, k / 4)?;
+                let y = ctx.zeros("q8 y", n)?;
+                let blocks = k / 32;
+                let groups_of = |lanes: usize| n.div_ceil((256 / lanes) * 4);
+                let mut lanes = 32;
+                while lanes < 256 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 512 {
+                    lanes *= 2;
+                }
+                let params: [u32; 12] = [n as u32, k as u32, 1, 0, 0, 0, n as u32, input, lanes as u32, 1e-8f32.to_bits(), 0, 0];
+                let pb = ctx.uniform("q8 params", bytemuck::cast_slice(&params));
+                bufs.push((w, x, alpha, y, pb, grid(groups_of(lanes)), (qb + sb) as f64, lanes));
+            }
+            print!("{:<22}", "shape [n, k] input");
+            for v in &variants {
+                print!("{:>20}", std::path::Path::new(v).file_stem().and_then(|s| s.to_str()).unwrap_or("?"));
+            }
+            println!();
+            let mut modules = Vec::new();
+            for v in &variants {
+                let src = std::fs::read_to_string(v).map_err(|e| inferencelayer::Error::Input(format!("{v}: {e}")))?;
+                let m = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(v), source: wgpu::ShaderSource::Wgsl(src.into()) });
+                modules.push(ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(v),
+                    layout: None,
+                    module: &m,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                }));
+            }
+            for (si, &(n, k, input)) in shapes.iter().enumerate() {
+                let (w, x, alpha, y, pb, g, wbytes, lanes) = &bufs[si];
+                print!("{:<22}", format!("[{n}, {k}] {} l{lanes}", ["plain", "gated", "normed"][input as usize]));
+                for pl in &modules {
+                    let bgs: Vec<wgpu::BindGroup> = w
+                        .iter()
+                        .map(|(q, s)| pr.bind(pl, &[(0, q), (1, s), (2, x), (3, alpha), (4, y), (5, pb)]))
+                        .collect();
+                    let ms = pr
+                        .time(REPS, |enc, set, qi| {
+                            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: None,
+                                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                    query_set: set,
+                                    beginning_of_pass_write_index: Some(qi),
+                                    end_of_pass_write_index: Some(qi + 1),
+                                }),
+                            });
+                            pass.set_pipeline(pl);
+                            pass.set_bind_group(0, &bgs[(qi as usize / 2) % 3], &[]);
+                            pass.dispatch_workgroups(g[0], g[1], 1);
+                        })
+                        .await?;
+                    let ms = median(ms[1..].to_vec());
+                    print!("{:>12.1}{:>8.0}", 1e3 * ms, wbytes / (ms * 1e-3) / 1e9);
+                }
+                println!();
+            }
         }
 
         // Sustained: copies back to back in one pass for about 3 s, on the CPU's clock, so

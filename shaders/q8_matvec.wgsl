@@ -84,29 +84,27 @@ struct Unit {
     d: vec4<f32>,
 }
 
-fn input(row: u32, v: u32) -> vec4<f32> {
+// Input vec4 v; for p.input 2 adds the squares of the raw values to *ss (the RMSNorm's
+// statistic).
+fn input(row: u32, v: u32, ss: ptr<function, f32>) -> vec4<f32> {
     let a = x[row + v];
     if (p.input == 1u) {
         let u = x[row + p.k / 4u + v];
         return a / (vec4<f32>(1.0) + exp(-a)) * u;
     }
     if (p.input == 2u) {
+        *ss += dot(a, a);
         return a * alpha[v];
     }
     return a;
 }
 
-fn load_unit(row: u32, u: u32) -> Unit {
-    return Unit(input(row, 4u * u), input(row, 4u * u + 1u), input(row, 4u * u + 2u), input(row, 4u * u + 3u));
-}
-
-// Sum of squares of the raw inputs of unit u (the RMSNorm's statistic).
-fn unit_ss(row: u32, u: u32) -> f32 {
-    let a = x[row + 4u * u];
-    let b = x[row + 4u * u + 1u];
-    let c = x[row + 4u * u + 2u];
-    let d = x[row + 4u * u + 3u];
-    return dot(a, a) + dot(b, b) + dot(c, c) + dot(d, d);
+fn load_unit(row: u32, u: u32, ss: ptr<function, f32>) -> Unit {
+    let a = input(row, 4u * u, ss);
+    let b = input(row, 4u * u + 1u, ss);
+    let c = input(row, 4u * u + 2u, ss);
+    let d = input(row, 4u * u + 3u, ss);
+    return Unit(a, b, c, d);
 }
 
 // Unit u of weight row i dotted with its 16 inputs, scaled.
@@ -140,25 +138,19 @@ fn main(
         var u = lane;
         for (; u + lanes < nu; u += 2u * lanes) {
             let u1 = u + lanes;
-            let xa = load_unit(xrow, u);
-            let xb = load_unit(xrow, u1);
+            let xa = load_unit(xrow, u, &ss);
+            let xb = load_unit(xrow, u1, &ss);
             acc.x += unit_dot(i0, u, xa) + unit_dot(i0, u1, xb);
             acc.y += unit_dot(i0 + 1u, u, xa) + unit_dot(i0 + 1u, u1, xb);
             acc.z += unit_dot(i0 + 2u, u, xa) + unit_dot(i0 + 2u, u1, xb);
             acc.w += unit_dot(i0 + 3u, u, xa) + unit_dot(i0 + 3u, u1, xb);
-            if (p.input == 2u) {
-                ss += unit_ss(xrow, u) + unit_ss(xrow, u1);
-            }
         }
         if (u < nu) {
-            let xa = load_unit(xrow, u);
+            let xa = load_unit(xrow, u, &ss);
             acc.x += unit_dot(i0, u, xa);
             acc.y += unit_dot(i0 + 1u, u, xa);
             acc.z += unit_dot(i0 + 2u, u, xa);
             acc.w += unit_dot(i0 + 3u, u, xa);
-            if (p.input == 2u) {
-                ss += unit_ss(xrow, u);
-            }
         }
     }
     red[lid] = acc.x;
