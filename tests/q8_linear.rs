@@ -2,6 +2,7 @@
 //! dequantized weights, for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused
 //! into the matrix-vector kernel (small matrices) and apart from it (from
 //! `Q8_NORM_APART` weights on), on fresh random inputs.
+#![cfg(not(target_arch = "wasm32"))]
 
 use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Tensor, Q8_NORM_APART};
 use inferencelayer::weights::q8::Q8Tensor;

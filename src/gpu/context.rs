@@ -108,7 +108,7 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         let opened = vulkan::open_compute_queue(&adapter, &desc)?;
         #[cfg(target_arch = "wasm32")]
-        let opened = None;
+        let opened: Option<(wgpu::Device, wgpu::Queue, u32)> = None;
         let (device, queue, queue_name) = match opened {
             Some((d, q, family)) => (d, q, format!("compute-only family {family}")),
             None => {
