@@ -1,20 +1,23 @@
 // Linear layer with Q8_0 weights (ggml's block format, repacked for 16-byte access). A
 // workgroup of 256 threads is 256 / p.lanes row groups of p.lanes threads (a power of two,
-// 4 to 256); a row group computes 4 consecutive output rows: each thread streams whole blocks
-// of 32 weights (two vec4<u32> loads and one scale per row), loading the block's 32 inputs
-// once for the 4 rows; then a tree reduction per row over the group's lanes.
+// 4 to 256); a row group computes 4 consecutive output rows: its lanes stream the rows in
+// units of 16 weights (one vec4<u32>, half a block), lane l taking units l, l + lanes, ...,
+// so that each load of a warp reads one contiguous run of memory per row; two units per
+// iteration for more loads in flight; the unit's 16 inputs are loaded once for the 4 rows.
+// Then a tree reduction per row over the group's lanes.
 //
 //   quants : [n, k / 16] vec4<u32>  four i8 weights per u32, little-endian: byte b of word w
-//                                   of row i is W[i, 4 w + b]; block c of row i is the two
-//                                   vec4s at 2 (i k / 32 + c)
+//                                   of row i is W[i, 4 w + b]; unit u of row i is the vec4
+//                                   at i k / 16 + u (block c is units 2 c and 2 c + 1)
 //   scales : [n * k / 32] f16       one scale per block of 32 consecutive weights of a row,
 //                                   two per u32 (the even block in the low half)
 //   x      : [t, k] f32 as vec4s (rows from p.x_offset, a multiple of 4). The input row is
 //            p.input 0: x[r, :]
 //            p.input 1: silu(x[r, :k]) * x[r, k:], x being [t, 2 k] (a SiLU-gated FFN's
 //                       linear_in output; moshi.modules.gating ActivationGating)
-//            p.input 2: x[r, :] * alpha * rsqrt(p.eps + mean(x[r, :]^2)) (RMSNorm, f32;
-//                       t must be 1)
+//            p.input 2: x[r, :] * alpha * rsqrt(p.eps + mean(x[r, :]^2)) (RMSNorm, f32):
+//                       a row group's lanes read all of x[r, :] between them, so they sum
+//                       its squares as they go and scale the dot products at the end
 //   alpha  : [k] f32 as vec4s, the RMSNorm gain (read only when p.input is 2)
 //   y      : [t, n] f32 (rows from p.y_offset, stride p.y_stride)
 //
@@ -46,7 +49,7 @@ struct Params {
 const WG: u32 = 256u;
 const RT: u32 = 4u;
 
-var<workgroup> red: array<f32, 1024>;
+var<workgroup> red: array<f32, 1280>;
 
 // f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
 fn f16_to_f32(h: u32) -> f32 {
@@ -72,32 +75,43 @@ fn i8x4(w: u32) -> vec4<f32> {
     return vec4<f32>(s >> vec4<u32>(24u));
 }
 
-// Input vec4 v of the row starting at vec4 `row`.
-fn input(row: u32, v: u32, inv: f32) -> vec4<f32> {
+// The 16 inputs of unit u of the row starting at vec4 `row` (for p.input 2 before the
+// 1 / rms factor, which the caller applies to the sums).
+struct Unit {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
+// Input vec4 v; for p.input 2 adds the squares of the raw values to *ss (the RMSNorm's
+// statistic).
+fn input(row: u32, v: u32, ss: ptr<function, f32>) -> vec4<f32> {
     let a = x[row + v];
     if (p.input == 1u) {
         let u = x[row + p.k / 4u + v];
         return a / (vec4<f32>(1.0) + exp(-a)) * u;
     }
     if (p.input == 2u) {
-        return a * (alpha[v] * inv);
+        *ss += dot(a, a);
+        return a * alpha[v];
     }
     return a;
 }
 
-// Block `blk` of the weights dotted with its 32 inputs, scaled.
-fn block_dot(blk: u32, xs: array<vec4<f32>, 8>) -> f32 {
-    let q0 = quants[2u * blk];
-    let q1 = quants[2u * blk + 1u];
-    var s = dot(i8x4(q0.x), xs[0]);
-    s += dot(i8x4(q0.y), xs[1]);
-    s += dot(i8x4(q0.z), xs[2]);
-    s += dot(i8x4(q0.w), xs[3]);
-    s += dot(i8x4(q1.x), xs[4]);
-    s += dot(i8x4(q1.y), xs[5]);
-    s += dot(i8x4(q1.z), xs[6]);
-    s += dot(i8x4(q1.w), xs[7]);
-    return scale_of(blk) * s;
+fn load_unit(row: u32, u: u32, ss: ptr<function, f32>) -> Unit {
+    let a = input(row, 4u * u, ss);
+    let b = input(row, 4u * u + 1u, ss);
+    let c = input(row, 4u * u + 2u, ss);
+    let d = input(row, 4u * u + 3u, ss);
+    return Unit(a, b, c, d);
+}
+
+// Unit u of weight row i dotted with its 16 inputs, scaled.
+fn unit_dot(i: u32, u: u32, xs: Unit) -> f32 {
+    let q = quants[i * (p.k / 16u) + u];
+    let s = dot(i8x4(q.x), xs.a) + dot(i8x4(q.y), xs.b) + dot(i8x4(q.z), xs.c) + dot(i8x4(q.w), xs.d);
+    return scale_of(i * (p.k / 32u) + (u >> 1u)) * s;
 }
 
 @compute @workgroup_size(256)
@@ -111,49 +125,39 @@ fn main(
     let g = lid / lanes;
     let lane = lid % lanes;
     let row0 = ((wid.x + wid.y * nwg.x) * (WG / lanes) + g) * RT;
-    let nb = p.k / 32u;
+    let nu = p.k / 16u;
     let total = p.n * p.t;
 
-    var inv = 1.0;
-    if (p.input == 2u) {
-        var ss = 0.0;
-        for (var v = lid; v < p.k / 4u; v += WG) {
-            let a = x[p.x_offset / 4u + v];
-            ss += dot(a, a);
-        }
-        red[lid] = ss;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-            if (lid < s) {
-                red[lid] += red[lid + s];
-            }
-            workgroupBarrier();
-        }
-        inv = inverseSqrt(p.eps + red[0] / f32(p.k));
-        workgroupBarrier();
-    }
-
     var acc = vec4<f32>(0.0);
+    var ss = 0.0;
     if (row0 < total) {
         let r = row0 / p.n;
         let i0 = row0 % p.n;
         let width = select(p.k, 2u * p.k, p.input == 1u);
         let xrow = (p.x_offset + r * width) / 4u;
-        for (var c = lane; c < nb; c += lanes) {
-            var xs: array<vec4<f32>, 8>;
-            for (var e = 0u; e < 8u; e++) {
-                xs[e] = input(xrow, 8u * c + e, inv);
-            }
-            acc.x += block_dot(i0 * nb + c, xs);
-            acc.y += block_dot((i0 + 1u) * nb + c, xs);
-            acc.z += block_dot((i0 + 2u) * nb + c, xs);
-            acc.w += block_dot((i0 + 3u) * nb + c, xs);
+        var u = lane;
+        for (; u + lanes < nu; u += 2u * lanes) {
+            let u1 = u + lanes;
+            let xa = load_unit(xrow, u, &ss);
+            let xb = load_unit(xrow, u1, &ss);
+            acc.x += unit_dot(i0, u, xa) + unit_dot(i0, u1, xb);
+            acc.y += unit_dot(i0 + 1u, u, xa) + unit_dot(i0 + 1u, u1, xb);
+            acc.z += unit_dot(i0 + 2u, u, xa) + unit_dot(i0 + 2u, u1, xb);
+            acc.w += unit_dot(i0 + 3u, u, xa) + unit_dot(i0 + 3u, u1, xb);
+        }
+        if (u < nu) {
+            let xa = load_unit(xrow, u, &ss);
+            acc.x += unit_dot(i0, u, xa);
+            acc.y += unit_dot(i0 + 1u, u, xa);
+            acc.z += unit_dot(i0 + 2u, u, xa);
+            acc.w += unit_dot(i0 + 3u, u, xa);
         }
     }
     red[lid] = acc.x;
     red[WG + lid] = acc.y;
     red[2u * WG + lid] = acc.z;
     red[3u * WG + lid] = acc.w;
+    red[4u * WG + lid] = ss;
     workgroupBarrier();
     for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
         if (lane < s) {
@@ -161,6 +165,7 @@ fn main(
             red[WG + lid] += red[WG + lid + s];
             red[2u * WG + lid] += red[2u * WG + lid + s];
             red[3u * WG + lid] += red[3u * WG + lid + s];
+            red[4u * WG + lid] += red[4u * WG + lid + s];
         }
         workgroupBarrier();
     }
@@ -168,7 +173,10 @@ fn main(
         let o = row0 + lane;
         let r = o / p.n;
         let i = o % p.n;
-        let v = red[lane * WG + g * lanes];
+        var v = red[lane * WG + g * lanes];
+        if (p.input == 2u) {
+            v *= inverseSqrt(p.eps + red[4u * WG + g * lanes] / f32(p.k));
+        }
         let yo = p.y_offset + r * p.y_stride + i;
         if (p.mode == 1u) {
             y[yo] += v;

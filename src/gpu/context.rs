@@ -30,6 +30,10 @@ pub struct GpuInfo {
     pub subgroups: bool,
     /// Whether the device was opened with timestamp queries (per-step GPU profiles).
     pub timestamps: bool,
+    /// The queue the device submits to: `default` (the backend's own choice; Vulkan's
+    /// queue family 0, graphics and compute) or `compute-only family N` (natively on Vulkan,
+    /// see [`GpuContext::from_adapter`]).
+    pub queue: String,
 }
 
 impl std::fmt::Display for GpuInfo {
@@ -95,15 +99,23 @@ impl GpuContext {
         };
         // Timestamp queries only serve profiles; taken where the adapter has them.
         let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("inferencelayer"),
-                required_features: features,
-                required_limits: limits.clone(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::Device(e.to_string()))?;
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("inferencelayer"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let opened = vulkan::open_compute_queue(&adapter, &desc)?;
+        #[cfg(target_arch = "wasm32")]
+        let opened: Option<(wgpu::Device, wgpu::Queue, u32)> = None;
+        let (device, queue, queue_name) = match opened {
+            Some((d, q, family)) => (d, q, format!("compute-only family {family}")),
+            None => {
+                let (d, q) = adapter.request_device(&desc).await.map_err(|e| Error::Device(e.to_string()))?;
+                (d, q, "default".to_string())
+            }
+        };
         let ai = adapter.get_info();
         let info = GpuInfo {
             name: ai.name.clone(),
@@ -113,6 +125,7 @@ impl GpuContext {
             max_buffer: limits.max_buffer_size,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            queue: queue_name,
         };
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = errors.clone();
@@ -313,5 +326,76 @@ impl Readback {
             .to_vec();
         self.staging.unmap();
         Ok(out)
+    }
+}
+
+/// Natively on Vulkan: a device whose one queue is on a compute-only queue family.
+#[cfg(not(target_arch = "wasm32"))]
+mod vulkan {
+    use ash::vk;
+
+    use crate::error::{Error, Result};
+
+    /// Open `desc` on the adapter's first queue family that has compute but not graphics
+    /// (NVIDIA's family 2, say), where wgpu itself always takes family 0. Chosen by the
+    /// environment variable `INFERENCELAYER_VK_QUEUE`: `compute` takes the compute-only
+    /// family, anything else or unset the default queue. Returns `Ok(None)` when the adapter
+    /// is not Vulkan, has no such family (or one without timestamps while `desc` asks for
+    /// them) or the variable does not ask for it; [`Error::Device`] when the device cannot
+    /// be created there.
+    pub(super) fn open_compute_queue(
+        adapter: &wgpu::Adapter,
+        desc: &wgpu::DeviceDescriptor<'_>,
+    ) -> Result<Option<(wgpu::Device, wgpu::Queue, u32)>> {
+        if std::env::var("INFERENCELAYER_VK_QUEUE").as_deref() != Ok("compute") {
+            return Ok(None);
+        }
+        let device_err = |e: &dyn std::fmt::Display| Error::Device(format!("compute-only Vulkan queue: {e}"));
+        // SAFETY: the raw device is created from this adapter's physical device with the
+        // extensions and features wgpu-hal itself asks for (`required_device_extensions`,
+        // `physical_device_features`), and handed to wgpu-hal with the family it was created
+        // on, as `device_from_raw` and `create_device_from_hal` require.
+        unsafe {
+            let open = {
+                let Some(hal) = adapter.as_hal::<wgpu::hal::api::Vulkan>() else {
+                    return Ok(None);
+                };
+                let instance = hal.shared_instance().raw_instance();
+                let phd = hal.raw_physical_device();
+                let families = instance.get_physical_device_queue_family_properties(phd);
+                let wants_timestamps = desc.required_features.contains(wgpu::Features::TIMESTAMP_QUERY);
+                let Some(family) = families.iter().position(|f| {
+                    f.queue_flags.contains(vk::QueueFlags::COMPUTE)
+                        && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS)
+                        && (!wants_timestamps || f.timestamp_valid_bits >= 36)
+                }) else {
+                    return Ok(None);
+                };
+                let family = family as u32;
+                let extensions = hal.required_device_extensions(desc.required_features);
+                let mut features = hal.physical_device_features(&extensions, desc.required_features);
+                let priorities = [1.0f32];
+                let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&priorities)];
+                let names: Vec<*const std::ffi::c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
+                let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues).enabled_extension_names(&names);
+                let info = features.add_to_device_create(info);
+                let raw = instance.create_device(phd, &info, None).map_err(|e| device_err(&e))?;
+                let open = hal
+                    .device_from_raw(
+                        raw,
+                        None,
+                        &extensions,
+                        desc.required_features,
+                        &desc.required_limits,
+                        &desc.memory_hints,
+                        family,
+                        0,
+                    )
+                    .map_err(|e| device_err(&e))?;
+                (open, family)
+            };
+            let (device, queue) = adapter.create_device_from_hal(open.0, desc).map_err(|e| device_err(&e))?;
+            Ok(Some((device, queue, open.1)))
+        }
     }
 }

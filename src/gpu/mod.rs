@@ -13,4 +13,4 @@ mod plan;
 
 pub use context::{GpuContext, GpuInfo, Readback};
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
-pub use plan::{submit_plans, submits_for, ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS};
+pub use plan::{submit_plans, submits_for, ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS, Q8_NORM_APART};

@@ -123,6 +123,12 @@ impl Plan {
     }
 }
 
+/// Weights (`n * k`) from which [`PlanBuilder::q8_linear_normed`] takes the RMSNorm apart:
+/// on an NVIDIA H200 the fused norm cost a [22528, 4096] linear about 35 us (100 us against
+/// 65 us plain), an RMSNorm dispatch of its own a few; below this the extra dispatch costs
+/// more than the fusion.
+pub const Q8_NORM_APART: usize = 1 << 24;
+
 /// Dispatches in the first submit of [`submit_plans`]; each next submit takes four times as
 /// many, up to the end.
 const FIRST_SUBMIT: usize = 24;
@@ -746,7 +752,11 @@ impl<'a> PlanBuilder<'a> {
 
     /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
     /// `eps`; moshi.modules.transformer RMSNorm in f32), the norm taken by each workgroup
-    /// as the weights stream by: `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
+    /// as the weights stream by (each row group sums the squares of the inputs it reads and
+    /// scales its sums at the end): `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
+    /// From [`Q8_NORM_APART`] weights on, the norm is a dispatch of its own before a plain
+    /// linear instead: reading the gain beside the input in every row group costs a large
+    /// matrix more than the extra dispatch.
     pub fn q8_linear_normed(
         &mut self,
         label: &str,
@@ -758,6 +768,12 @@ impl<'a> PlanBuilder<'a> {
     ) -> Result<()> {
         if x.len() != k {
             return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+        }
+        if n * k >= Q8_NORM_APART {
+            let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
+            let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
+            self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
+            return self.q8_linear(label, w, (n, k), 1, (&normed.buf, 0), y, accumulate);
         }
         self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate)
     }

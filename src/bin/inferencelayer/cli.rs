@@ -538,23 +538,76 @@ fn profile_json(groups: &Option<Vec<(String, usize, f64)>>) -> serde_json::Value
 }
 
 /// Device memory bandwidth in GB/s (bytes read plus written) of a copy of a 512 MiB buffer:
-/// by the `copy` kernel timed with timestamp queries (the best of 5) where the device has
-/// them, else by `copy_buffer_to_buffer` 10 times in one submit timed on the CPU. The
-/// ceiling the achieved figures are compared to.
+/// by the `copy_v4` probe of `shaders/bandwidth.wgsl` (one 16-byte load and store per
+/// thread; a scalar copy of 64-thread workgroups stops at a fifth of the bandwidth on a
+/// large GPU, bound by how fast workgroups start) timed with timestamp queries (the best of
+/// 5) where the device has them, else by `copy_buffer_to_buffer` 10 times in one submit
+/// timed on the CPU. The ceiling the achieved figures are compared to.
 async fn copy_bandwidth(ctx: &GpuContext) -> Result<(f64, &'static str)> {
-    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8);
+    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8) & !3;
     let size = (len * 4) as u64;
     let (a, b) = (ctx.zeros("bandwidth src", len)?, ctx.zeros("bandwidth dst", len)?);
     if ctx.info.timestamps {
-        let frame = ctx.uniform("bandwidth frame", bytemuck::bytes_of(&inferencelayer::gpu::FrameParams::default()));
-        let mut b_ = inferencelayer::gpu::PlanBuilder::new(ctx, &frame)?;
-        for i in 0..6 {
-            b_.copy(&format!("copy {i}"), &a, &b, len);
+        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("bandwidth"),
+            source: wgpu::ShaderSource::Wgsl(include_str!("../../../shaders/bandwidth.wgsl").into()),
+        });
+        let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("copy_v4"),
+            layout: None,
+            module: &module,
+            entry_point: Some("copy_v4"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let vecs = len / 4;
+        let params = ctx.uniform("bandwidth params", bytemuck::cast_slice(&[vecs as u32, 0, 0, 0]));
+        let bind = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("copy_v4"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry { binding: 2, resource: a.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 3, resource: b.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 6, resource: params.as_entire_binding() },
+            ],
+        });
+        let groups = vecs.div_ceil(256);
+        let gx = groups.min(32768);
+        let (gx, gy) = (gx as u32, groups.div_ceil(gx) as u32);
+        const RUNS: u32 = 6;
+        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("bandwidth"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2 * RUNS,
+        });
+        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("bandwidth"),
+            size: 16 * RUNS as u64,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let rb = inferencelayer::gpu::Readback::new(ctx, 16 * RUNS as u64);
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        for j in 0..RUNS {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &set,
+                    beginning_of_pass_write_index: Some(2 * j),
+                    end_of_pass_write_index: Some(2 * j + 1),
+                }),
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(gx, gy, 1);
         }
-        let (plan, _, _) = b_.finish();
-        let ms = plan.profile(ctx).await?;
-        let best = ms[1..].iter().copied().fold(f64::INFINITY, f64::min);
-        return Ok((2.0 * size as f64 / (best * 1e-3) / 1e9, "copy kernel, timestamp queries"));
+        enc.resolve_query_set(&set, 0..2 * RUNS, &resolved, 0);
+        rb.copy(&mut enc, &resolved);
+        ctx.queue.submit([enc.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
+        let period_ms = ctx.queue.get_timestamp_period() as f64 * 1e-6;
+        let best = ticks.chunks_exact(2).skip(1).map(|t| t[1].saturating_sub(t[0]) as f64 * period_ms).fold(f64::INFINITY, f64::min);
+        return Ok((2.0 * size as f64 / (best * 1e-3) / 1e9, "16-byte copy kernel, timestamp queries"));
     }
     let mut best = 0f64;
     for reps in [1u64, 10] {
@@ -611,6 +664,7 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
         let v = serde_json::json!({
             "adapter": info.to_string(),
             "adapter_name": info.name,
+            "queue": info.queue,
             "backend": info.backend,
             "device_type": info.device_type,
             "codebooks": c.mimi.num_codebooks(),
@@ -631,6 +685,7 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
     } else {
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
+        println!("queue          {}", info.queue);
         println!(
             "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each), decode {dec_dispatches} in {}; \
              streaming state {:.2} MiB",
@@ -1092,6 +1147,7 @@ async fn bench_lm(
         let v = serde_json::json!({
             "adapter": info.to_string(),
             "adapter_name": info.name,
+            "queue": info.queue,
             "backend": info.backend,
             "device_type": info.device_type,
             "config": {
@@ -1129,6 +1185,7 @@ async fn bench_lm(
     } else {
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
+        println!("queue          {}", info.queue);
         println!(
             "model          dim {} x {} layers, depformer {} x {} layers x {} steps, context {}: {:.3} B parameters",
             config.dim,

@@ -1,0 +1,80 @@
+//! The Q8_0 linear kernel (`shaders/q8_matvec.wgsl`) against a CPU oracle in f64 on the
+//! dequantized weights, for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused
+//! into the matrix-vector kernel (small matrices) and apart from it (from
+//! `Q8_NORM_APART` weights on), on fresh random inputs.
+#![cfg(not(target_arch = "wasm32"))]
+
+use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Tensor, Q8_NORM_APART};
+use inferencelayer::weights::q8::Q8Tensor;
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next()).collect()
+    }
+}
+
+fn rel_err(got: &[f32], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    (num / den).sqrt()
+}
+
+fn dequant(q: &Q8Tensor) -> Vec<f64> {
+    (0..q.blocks()).flat_map(|b| q.block(b).dequantize().map(|v| v as f64)).collect()
+}
+
+fn matvec(w: &[f64], n: usize, k: usize, x: &[f64]) -> Vec<f64> {
+    (0..n).map(|i| w[i * k..(i + 1) * k].iter().zip(x).map(|(a, b)| a * b).sum()).collect()
+}
+
+#[test]
+fn q8_linears_match_the_oracle_plain_gated_and_normed() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x5eed_0f_0a8);
+        // [n, k]: one below the apart threshold, one at it
+        for (n, k) in [(96usize, 320usize), (Q8_NORM_APART / 2048, 2048)] {
+            assert!((n * k >= Q8_NORM_APART) == (k == 2048));
+            let wq = Q8Tensor::from_f32("w", n, k, &rng.vec(n * k)).unwrap();
+            let wd = dequant(&wq);
+            let quants = ctx.storage_bytes("quants", wq.quants_bytes()).unwrap();
+            let scales = ctx.storage_bytes("scales", wq.scales_bytes()).unwrap();
+            let x = rng.vec(2 * k);
+            let alpha = rng.vec(k);
+            let eps = 1e-8f32;
+            let xb = ctx.storage_f32("x", &x).unwrap();
+            let ab = ctx.storage_f32("alpha", &alpha).unwrap();
+            let ys: Vec<wgpu::Buffer> = (0..3).map(|_| ctx.storage_f32("y", &vec![f32::NAN; n]).unwrap()).collect();
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.q8_linear("plain", (&quants, &scales), (n, k), 1, (&xb, 0), (&ys[0], 0, n), false).unwrap();
+            b.q8_linear_gated("gated", (&quants, &scales), (n, k), 1, (&xb, 0), (&ys[1], 0, n), false).unwrap();
+            let xt = Tensor { buf: ctx.storage_f32("x row", &x[..k]).unwrap(), shape: vec![1, k] };
+            b.q8_linear_normed("normed", (&quants, &scales), (n, k), (&xt, &ab, eps), (&ys[2], 0, n), false).unwrap();
+            let (plan, _, _) = b.finish();
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan.record(&mut pass);
+            }
+            ctx.queue.submit([enc.finish()]);
+            let xd: Vec<f64> = x.iter().map(|v| *v as f64).collect();
+            let silu = |v: f64| v / (1.0 + (-v).exp());
+            let gated: Vec<f64> = (0..k).map(|j| silu(xd[j]) * xd[k + j]).collect();
+            let ms: f64 = xd[..k].iter().map(|v| v * v).sum::<f64>() / k as f64;
+            let inv = 1.0 / (eps as f64 + ms).sqrt();
+            let normed: Vec<f64> = (0..k).map(|j| xd[j] * alpha[j] as f64 * inv).collect();
+            for (i, (name, input)) in [("plain", &xd[..k]), ("gated", &gated[..]), ("normed", &normed[..])].into_iter().enumerate() {
+                let got = ctx.read_f32(&ys[i], n).await.unwrap();
+                assert!(got.iter().all(|v| v.is_finite()), "{name} [{n}, {k}]: an output was not written");
+                let e = rel_err(&got, &matvec(&wd, n, k, input));
+                assert!(e < 1e-5, "{name} [{n}, {k}]: relative error {e:e}");
+            }
+        }
+    });
+}
