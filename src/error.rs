@@ -18,9 +18,11 @@ pub enum Error {
     /// A GPU validation, out-of-memory or internal error reported by wgpu or the browser.
     #[error("GPU error: {0}")]
     Gpu(String),
-    /// A buffer the model needs is larger than the adapter allows.
-    #[error("GPU limit exceeded: {what} needs {needed} bytes, the adapter allows {allowed}")]
-    Limit { what: String, needed: u64, allowed: u64 },
+    /// A buffer the model needs is larger than the device allows: `limit` is the WebGPU
+    /// limit's name (`maxStorageBufferBindingSize`, `maxBufferSize`), `needed` and `allowed`
+    /// are bytes.
+    #[error("GPU limit {limit} exceeded: {what} needs {needed} bytes ({}), the device allows {allowed} ({})", mib(*.needed), mib(*.allowed))]
+    Limit { limit: &'static str, what: String, needed: u64, allowed: u64 },
     /// A checkpoint lacks a tensor the model needs.
     #[error("checkpoint is missing tensor `{0}`")]
     MissingTensor(String),
@@ -99,4 +101,9 @@ impl Error {
     pub(crate) fn file(path: impl fmt::Display, why: impl fmt::Display) -> Self {
         Error::File { path: path.to_string(), why: why.to_string() }
     }
+}
+
+/// `bytes` in MiB, for messages.
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
