@@ -19,8 +19,9 @@ use crate::weights::stream::{ByteSink, CheckpointReader, Limits, ReadState};
 pub const PART_BYTES: u64 = 16 << 20;
 
 /// What the codec of `config` needs of a device with `limits`, from the config alone: every
-/// weight buffer [`super::Mimi::new`] uploads (the checkpoint's convolutions and
-/// transformer tensors; per RVQ its input and output projections and the codebooks of its
+/// weight buffer [`super::Mimi::new`] uploads, labelled as it labels them (the checkpoint's
+/// convolutions; per transformer layer `{encoder,decoder}_transformer.layers.L.{in_proj,
+/// out_proj, linear1, linear2, norm1.weight, ...}`; per RVQ its input and output projections and the codebooks of its
 /// `num_codebooks` active levels, `[levels, bins, dimension]`, once for each direction) and
 /// the transformers' KV rings (`context` slots). [`Requirements::check`] says whether it
 /// fits; [`MimiLoader::checked`] runs it before any byte. [`Error::Config`] for an invalid
@@ -29,11 +30,21 @@ pub fn requirements(config: &MimiConfig, limits: &GpuLimits) -> Result<Requireme
     config.validate()?;
     let mut r = Requirements::new("Mimi", *limits);
     for (name, shape) in config.tensor_specs() {
-        // the codebooks are counted below, as the plans upload them
-        if name.starts_with("quantizer.") {
+        // the quantizer and the transformers are counted below, as the plans upload them
+        if name.starts_with("quantizer.") || name.contains("_transformer.") {
             continue;
         }
         r.buffer(name, 4 * shape.iter().product::<usize>() as u64);
+    }
+    let t = &config.transformer;
+    let (d, f) = (t.d_model as u64, t.dim_feedforward as u64);
+    for which in ["encoder_transformer", "decoder_transformer"] {
+        for l in 0..t.num_layers {
+            let p = format!("{which}.layers.{l}");
+            for (n, len) in [("norm1.weight", d), ("norm1.bias", d), ("norm2.weight", d), ("norm2.bias", d), ("in_proj", 3 * d * d), ("out_proj", d * d), ("linear1", f * d), ("linear2", d * f), ("layer_scale_1", d), ("layer_scale_2", d)] {
+                r.buffer(format!("{p}.{n}"), 4 * len);
+            }
+        }
     }
     let q = &config.quantizer;
     let n = config.num_codebooks;
@@ -48,7 +59,6 @@ pub fn requirements(config: &MimiConfig, limits: &GpuLimits) -> Result<Requireme
         r.buffer(format!("{p}.output_proj"), 4 * (q.output_dimension * q.dimension) as u64);
         r.buffer(format!("{p}.codebooks"), codebooks);
     }
-    let t = &config.transformer;
     for which in ["encoder_transformer", "decoder_transformer"] {
         for l in 0..t.num_layers {
             let p = format!("{which}.layers.{l}.self_attn");
