@@ -137,6 +137,21 @@ export class Moshi extends EventTarget {
     this.loaded = null;
     this.running = null;
     this.frameTimes = [];
+    // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
+    // (below the adapter's): checks and loads keep to them.
+    this.limits = options.limits || null;
+  }
+
+  /**
+   * The capability check, from the configs alone (nothing downloads): the adapter, its
+   * limits, and per model (Mimi, and the LM unless `lm` is false) its largest buffer, total
+   * GPU memory, the tables split to fit and whether it fits. Resolves to `{ adapter,
+   * adapterLimits, limits, models: [{ model, largestBuffer: { name, bytes }, totalBytes,
+   * split, fits, error, limit, needed, allowed }], fits, error }`: `error` names the limit
+   * (`maxStorageBufferBindingSize`, `maxBufferSize`) and the bytes needed and allowed.
+   */
+  async checkRequirements({ mimiConfig, lmConfig, lm = true } = {}) {
+    return await this.client.call("check", { mimiConfig, lmConfig, withLm: lm, limits: this.limits });
   }
 
   /**
@@ -146,7 +161,7 @@ export class Moshi extends EventTarget {
    */
   async load({ mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = {}) {
     this.loaded = await this.client.loadWith(
-      { mode: "moshi", sources: { mimi: sourceOf(mimi), lm: sourceOf(lm), tokenizer: sourceOf(tokenizer) }, mimiConfig, lmConfig, seed, greedy },
+      { mode: "moshi", sources: { mimi: sourceOf(mimi), lm: sourceOf(lm), tokenizer: sourceOf(tokenizer) }, mimiConfig, lmConfig, seed, greedy, limits: this.limits },
       { onProgress, signal },
     );
     this.loaded.mode = "moshi";
@@ -156,7 +171,7 @@ export class Moshi extends EventTarget {
   /** Load Mimi alone, for the codec loopback (`start(stream, { mode: "loopback" })`). */
   async loadCodec({ mimi, mimiConfig, keepForCheck = false, onProgress, signal } = {}) {
     this.codecLoaded = await this.client.loadWith(
-      { mode: "codec", sources: { mimi: sourceOf(mimi) }, mimiConfig, keepForCheck },
+      { mode: "codec", sources: { mimi: sourceOf(mimi) }, mimiConfig, keepForCheck, limits: this.limits },
       { onProgress, signal },
     );
     return this.codecLoaded;
