@@ -273,3 +273,28 @@ fn limits_too_small_are_refused_before_a_byte_is_read() {
         assert_eq!((src.opens, src.read), (0, 0));
     });
 }
+
+/// Moshi 7B's whole frame plan (zero weights) on a device opened with WebGPU's default
+/// limits: every buffer the check lists is made at the size it says, none is larger than
+/// its largest (125 MiB), and a frame runs without a validation error. Needs about 12 GB of
+/// GPU memory, so it is left to a machine with a GPU: `cargo test --release --test limits
+/// -- --ignored`.
+#[test]
+#[ignore]
+fn moshi_7b_plan_under_webgpu_defaults_makes_the_buffers_the_check_lists() {
+    pollster::block_on(async {
+        let c = LmConfig::default();
+        let lim = GpuLimits::WEBGPU_DEFAULT;
+        let req = moshi::requirements(&c, &lim).unwrap();
+        let ctx = Rc::new(GpuContext::with_limits(Some(lim)).await.expect("adapter"));
+        eprintln!("adapter: {}, limits {}", ctx.info, ctx.info.limits());
+        ctx.record_buffers();
+        let w = LmGpuWeights::allocate(&ctx, &c).expect("allocate");
+        let mut lm = Lm::new(ctx.clone(), &w, Sampling::greedy()).await.expect("plan");
+        same_as_check(&req, &ctx.recorded_buffers(), "Moshi 7B");
+        let tokens = lm.step(&vec![0; 1 + c.n_q]).await.expect("one frame");
+        assert_eq!(tokens.len(), 1 + c.dep_q);
+        ctx.take_error().expect("no GPU error");
+        eprintln!("Moshi 7B: one frame under {lim}: tokens {tokens:?}");
+    });
+}
