@@ -103,7 +103,13 @@ impl Error {
     }
 }
 
-/// `bytes` in MiB, for messages.
+/// `bytes` for messages: in MiB, or KiB, or bytes below 1 KiB.
 pub(crate) fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
 }

@@ -298,3 +298,21 @@ fn moshi_7b_plan_under_webgpu_defaults_makes_the_buffers_the_check_lists() {
         eprintln!("Moshi 7B: one frame under {lim}: tokens {tokens:?}");
     });
 }
+
+/// `inferencelayer check`: Moshi 7B and Mimi under WebGPU's defaults fit (the tables in
+/// parts), as JSON too; under a 64 MiB binding the LM is refused with exit status 1 and the
+/// limit, the buffer and the bytes in the error line.
+#[test]
+fn the_command_line_check_reports_what_fits_and_what_does_not() {
+    use common::cli::{run_err, run_ok};
+    let out = run_ok(&["check", "--webgpu-defaults"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("split into 5 parts of whole rows: `emb`") && text.contains("split into 4 parts of whole rows: `text_emb.weight`"), "{text}");
+    assert_eq!(text.matches("  fits").count(), 2, "{text}");
+    let out = run_ok(&["check", "--webgpu-defaults", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["limits"][MAX_BUFFER], 256 << 20);
+    assert_eq!(v["models"][1]["largestBuffer"]["bytes"], 131_088_384u64);
+    run_err(&["check", "--max-storage-binding", "67108864"], &["maxStorageBufferBindingSize", "text_linear.weight.quants", "131072000 bytes", "67108864"]);
+}
