@@ -74,7 +74,8 @@ async fn browser_lm_under_small_limits_splits_its_tables_and_matches_the_referen
     let mut lm = Lm::new(ctx, &gw, Sampling::greedy()).await.expect("plan");
     let mut gen = LmGen::new(&g.config);
     let mut out = Vec::new();
-    for codes in &g.user_codes {
+    // the first 45 frames: the 44 rows the gate holds to the reference (SwiftShader is slow)
+    for codes in g.user_codes.iter().take(45) {
         let input = gen.input(codes).unwrap();
         if let Some(row) = gen.output(&lm.step(&input).await.unwrap()) {
             out.push(row);
