@@ -134,10 +134,10 @@ impl GpuContext {
             })
             .await
             .map_err(|e| Error::Device(e.to_string()))?;
+        let ai = adapter.get_info();
         // what the device got (a browser may give more than asked), never above what was asked
         let got = device.limits();
         let kept = want.min(&GpuLimits { max_storage_binding: got.max_storage_buffer_binding_size, max_buffer: got.max_buffer_size });
-        let ai = adapter.get_info();
         let info = GpuInfo {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),
