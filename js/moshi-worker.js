@@ -5,13 +5,13 @@
 // Moshi's audio to the device's rate and writes it to the output ring. The GPU's readbacks
 // are awaited here, never by the audio thread: the worklet only ever sees the rings.
 //
-// Messages in: { id, type, ... } with type load | start | stop | reset | encode | decode |
-// capture | cpuCheck | abort | dispose | stall (a test hook); each answered by
-// { id, ok, value | error }.
+// Messages in: { id, type, ... } with type check | load | start | stop | reset | encode |
+// decode | capture | cpuCheck | abort | dispose | stall (a test hook); check and load may
+// carry `limits`, the device limits to emulate; each answered by { id, ok, value | error }.
 // Messages out, unprompted: { type: "event", name: "progress" | "frame" | "text" | "error",
 // detail }.
 
-import init, { initPanicHook, MoshiSession, MimiCodec, StreamResampler, mimiCpuRoundtrip } from "./inferencelayer.js";
+import init, { initPanicHook, MoshiSession, MimiCodec, StreamResampler, mimiCpuRoundtrip, checkRequirements, emulateLimits } from "./inferencelayer.js";
 import { SampleRing, STAT } from "./ring.js";
 
 const RATE = 24000;
@@ -71,8 +71,13 @@ const progressOf = (file) => (p) => emit("progress", { file, loaded: p.loaded, t
 
 // URLs stream through the Rust loaders (the LM straight into GPU buffers, with Range resume
 // and the Cache API); Files, or a codec kept for the CPU check, go as whole bytes.
+// Emulated device limits ({ maxStorageBufferBindingSize, maxBufferSize } in bytes) for the
+// contexts opened next; none given: the adapter's own.
+const applyLimits = (l) => emulateLimits(l?.maxStorageBufferBindingSize ?? undefined, l?.maxBufferSize ?? undefined);
+
 async function load(msg, signal) {
   await ready;
+  applyLimits(msg.limits);
   const s = msg.sources;
   if (msg.mode === "codec") {
     mimiConfig = asJson(msg.mimiConfig);
@@ -208,6 +213,12 @@ class Loop {
 }
 
 const handlers = {
+  // The capability check from the configs alone, before anything downloads.
+  async check(msg) {
+    await ready;
+    applyLimits(msg.limits);
+    return await checkRequirements(asJson(msg.mimiConfig), asJson(msg.lmConfig), msg.withLm !== false);
+  },
   async load(msg) {
     // Loading frees the models a running frame loop is using.
     if (loop) throw new Error("a session is running: stop it before loading new weights");

@@ -134,8 +134,45 @@ export interface MoshiEventMap {
   stopped: CustomEvent<{ reason: "stop" | "micended"; worklet: AudioStats; core: CoreCounts }>;
 }
 
+/** Device limits, in bytes, under WebGPU's names. */
+export interface DeviceLimits {
+  maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
+}
+
+/** What one model needs of the device, from its config alone. */
+export interface ModelRequirements {
+  model: string;
+  limits: DeviceLimits;
+  largestBuffer: { name: string; bytes: number } | null;
+  totalBytes: number;
+  buffers: number;
+  /** Tables kept in parts of whole rows to fit the binding limit. */
+  split: { name: string; parts: number }[];
+  fits: boolean;
+  /** When it does not fit: the message, the limit broken, the bytes needed and allowed. */
+  error: string | null;
+  limit: "maxStorageBufferBindingSize" | "maxBufferSize" | null;
+  needed: number | null;
+  allowed: number | null;
+}
+
+/** The capability check's answer (`Moshi.checkRequirements`). */
+export interface CapabilityReport {
+  adapter: string;
+  adapterLimits: DeviceLimits;
+  /** What the models are checked against: the adapter's, or the emulated limits. */
+  limits: DeviceLimits;
+  models: ModelRequirements[];
+  fits: boolean;
+  error: string | null;
+}
+
 export declare class Moshi extends EventTarget {
-  constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL });
+  /** `limits`: emulate a smaller device (checks and loads keep to them). */
+  constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL; limits?: DeviceLimits });
+  /** The capability check from the configs, before anything downloads. */
+  checkRequirements(options?: { mimiConfig?: Config; lmConfig?: Config; lm?: boolean }): Promise<CapabilityReport>;
   load(options: LoadOptions): Promise<LoadedInfo>;
   loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;
   start(stream?: MediaStream, options?: StartOptions): Promise<{ sampleRate: number }>;

@@ -228,6 +228,22 @@ export class Moshi extends EventTarget {
     this.loaded = null;
     this.running = null;
     this.frameTimes = [];
+    // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
+    // (below the adapter's): checks and loads keep to them.
+    if (o.limits != null && typeof o.limits !== "object") throw new TypeError(`new Moshi: limits must be an object { maxStorageBufferBindingSize, maxBufferSize } (bytes), not ${typeof o.limits}`);
+    this.limits = o.limits || null;
+  }
+
+  /**
+   * The capability check, from the configs alone (nothing downloads): the adapter, its
+   * limits, and per model (Mimi, and the LM unless `lm` is false) its largest buffer, total
+   * GPU memory, the tables split to fit and whether it fits. Resolves to `{ adapter,
+   * adapterLimits, limits, models: [{ model, largestBuffer: { name, bytes }, totalBytes,
+   * split, fits, error, limit, needed, allowed }], fits, error }`: `error` names the limit
+   * (`maxStorageBufferBindingSize`, `maxBufferSize`) and the bytes needed and allowed.
+   */
+  async checkRequirements({ mimiConfig, lmConfig, lm = true } = {}) {
+    return await this.client.call("check", { mimiConfig, lmConfig, withLm: lm, limits: this.limits });
   }
 
   /**
@@ -246,6 +262,7 @@ export class Moshi extends EventTarget {
       lmConfig: configOf(w, "lmConfig", lmConfig),
       seed: seedOf(w, seed),
       greedy: booleanOf(w, "greedy", greedy),
+      limits: this.limits,
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
     this.loaded = await this.client.loadWith(fields, how);
@@ -263,6 +280,7 @@ export class Moshi extends EventTarget {
       sources: { mimi: sourceOf(w, "mimi", mimi, true) },
       mimiConfig: configOf(w, "mimiConfig", mimiConfig),
       keepForCheck: booleanOf(w, "keepForCheck", keepForCheck),
+      limits: this.limits,
     };
     this.codecLoaded = await this.client.loadWith(fields, { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) });
     return this.codecLoaded;

@@ -2,8 +2,12 @@
 // token -1 gives a zero row): out[c] (+)= sum_l table[l, tokens[p.slot + l], c] over
 // p.tables tables of p.rows rows each, skipping negative tokens.
 //
-//   table  : [tables, rows, dim] f32   tokens : [slots] i32   out : [dim] f32
+//   table  : [part_rows, dim] f32, rows p.row0 .. p.row0 + p.part_rows of the
+//            [tables * rows, dim] tables   tokens : [slots] i32   out : [dim] f32
 //
+// A table above the device's binding limit lives in parts of whole rows, one dispatch each
+// (the first as asked, the others accumulating); a part adds only the rows it holds, in
+// table order, so the sum is the same as over one buffer.
 // p.accumulate == 1 adds onto `out` (a depformer input already holding its projection).
 
 struct Params {
@@ -12,9 +16,9 @@ struct Params {
     dim: u32,
     slot: u32,
     accumulate: u32,
+    row0: u32,
+    part_rows: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> table: array<f32>;
@@ -35,7 +39,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var l = 0u; l < p.tables; l++) {
         let tok = tokens[p.slot + l];
         if (tok >= 0 && u32(tok) < p.rows) {
-            acc += table[(l * p.rows + u32(tok)) * p.dim + c];
+            let row = l * p.rows + u32(tok);
+            if (row >= p.row0 && row - p.row0 < p.part_rows) {
+                acc += table[(row - p.row0) * p.dim + c];
+            }
         }
     }
     out[c] = acc;

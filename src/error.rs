@@ -18,9 +18,11 @@ pub enum Error {
     /// A GPU validation, out-of-memory or internal error reported by wgpu or the browser.
     #[error("GPU error: {0}")]
     Gpu(String),
-    /// A buffer the model needs is larger than the adapter allows.
-    #[error("GPU limit exceeded: {what} needs {needed} bytes, the adapter allows {allowed}")]
-    Limit { what: String, needed: u64, allowed: u64 },
+    /// A buffer the model needs is larger than the device allows: `limit` is the WebGPU
+    /// limit's name (`maxStorageBufferBindingSize`, `maxBufferSize`), `needed` and `allowed`
+    /// are bytes.
+    #[error("GPU limit {limit} exceeded: {what} needs {needed} bytes ({}), the device allows {allowed} ({})", mib(*.needed), mib(*.allowed))]
+    Limit { limit: &'static str, what: String, needed: u64, allowed: u64 },
     /// A checkpoint lacks a tensor the model needs.
     #[error("checkpoint is missing tensor `{0}`")]
     MissingTensor(String),
@@ -98,5 +100,16 @@ impl Error {
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn file(path: impl fmt::Display, why: impl fmt::Display) -> Self {
         Error::File { path: path.to_string(), why: why.to_string() }
+    }
+}
+
+/// `bytes` for messages: in MiB, or KiB, or bytes below 1 KiB.
+pub(crate) fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
     }
 }

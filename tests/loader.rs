@@ -286,7 +286,7 @@ fn tensors_over_the_binding_limit_are_cut_into_parts_of_whole_rows() {
     // a single row over the limit is an Error::Limit naming the tensor
     let mut loader = Loader::new(Plan::take_all(Kind::Q8, 32), |_: &TensorEntry, _: Loaded| Ok(()));
     match stream_st(&file, None, Limits::default(), Chunks::Whole, &mut loader) {
-        Err(Error::Limit { what, needed: 64, allowed: 32 }) => assert!(what.contains("`w`"), "{what}"),
+        Err(Error::Limit { what, needed: 64, allowed: 32, .. }) => assert!(what.contains("`w`"), "{what}"),
         other => panic!("expected Limit, got {other:?}"),
     }
 }

@@ -71,7 +71,10 @@ async function config(url) {
 
 function ensureMoshi() {
   if (app.moshi) return app.moshi;
-  const m = new Moshi();
+  // ?limits=BINDING,BUFFER (MiB): emulate a smaller device, e.g. ?limits=128,256 for
+  // WebGPU's defaults.
+  const [binding, buffer] = (params.get("limits") || "").split(",").map((v) => Number(v) * (1 << 20));
+  const m = new Moshi(binding > 0 ? { limits: { maxStorageBufferBindingSize: binding, maxBufferSize: buffer > 0 ? buffer : binding } } : {});
   m.addEventListener("text", (e) => {
     app.textEvents++;
     // Control characters (byte pieces of a random model) are not shown.
@@ -103,6 +106,15 @@ function ensureMoshi() {
   return m;
 }
 
+// The capability check's answer: the adapter's limits and what each model needs of them.
+function showCapability(cap) {
+  const mib = (b) => (b / (1 << 20)).toFixed(1) + " MiB";
+  const lim = (l) => `binding ${mib(l.maxStorageBufferBindingSize)}, buffer ${mib(l.maxBufferSize)}`;
+  const models = cap.models.map((r) => `${r.model}: ${mib(r.totalBytes)} in ${r.buffers} buffers, largest ${r.largestBuffer ? mib(r.largestBuffer.bytes) : "-"}` +
+    (r.split.length ? ` (${r.split.map((s) => `${s.name} in ${s.parts} parts`).join(", ")})` : "") + (r.fits ? ", fits" : ", does not fit"));
+  $("capability").textContent = `${cap.adapter}: ${lim(cap.adapterLimits)}` + (cap.limits.maxStorageBufferBindingSize !== cap.adapterLimits.maxStorageBufferBindingSize || cap.limits.maxBufferSize !== cap.adapterLimits.maxBufferSize ? ` (emulated: ${lim(cap.limits)})` : "") + ". " + models.join("; ") + ".";
+}
+
 let abort = null;
 $("load").onclick = async () => {
   const spec = MODELS[$("model").value];
@@ -120,13 +132,21 @@ $("load").onclick = async () => {
   };
   try {
     const mimiConfig = await config(spec.mimiConfig);
+    const lmConfig = mode() === "loopback" ? undefined : await config(spec.lmConfig);
+    // The capability check, before any download: a model that cannot fit is not fetched.
+    const cap = await m.checkRequirements({ mimiConfig, lmConfig, lm: mode() !== "loopback" });
+    app.capability = cap;
+    showCapability(cap);
+    if (!cap.fits) {
+      status("This GPU cannot hold the model: " + cap.error, true);
+      return;
+    }
     if (mode() === "loopback") {
       status("Loading Mimi...");
       app.codecLoaded = await m.loadCodec({ mimi: spec.mimi, mimiConfig, keepForCheck: params.has("check"), onProgress, signal: abort.signal });
       status(`Mimi ready on ${app.codecLoaded.adapter || "WebGPU"}.`);
     } else {
       status("Loading Mimi and Moshi...");
-      const lmConfig = await config(spec.lmConfig);
       // ?greedy: greedy decoding (no top-k search: far cheaper on a CPU-emulated GPU); ?seed=N.
       const greedy = params.has("greedy"), seed = Number(params.get("seed") || 1);
       app.loaded = await m.load({ mimi: spec.mimi, lm: spec.lm, tokenizer: spec.tokenizer, mimiConfig, lmConfig, seed, greedy, onProgress, signal: abort.signal });

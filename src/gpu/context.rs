@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use super::kernels::{Binding, Kernel};
+use super::limits::GpuLimits;
 use crate::error::{Error, Result};
 
 /// What the adapter is and what it allows, for logs, benchmarks and capability checks.
@@ -21,10 +22,13 @@ pub struct GpuInfo {
     pub backend: String,
     /// Device type (`DiscreteGpu`, `Cpu`, ...).
     pub device_type: String,
-    /// Largest storage binding the device was created with, in bytes.
+    /// Largest storage binding the plans may use, in bytes: the device's, or the lower
+    /// emulated limit it was opened with ([`GpuContext::with_limits`]).
     pub max_storage_binding: u64,
-    /// Largest buffer the device was created with, in bytes.
+    /// Largest buffer the plans may use, in bytes (the device's, or the emulated limit).
     pub max_buffer: u64,
+    /// The adapter's own limits (what a device on it could be given).
+    pub adapter_limits: GpuLimits,
     /// Whether the adapter offers subgroup operations. The kernels never need them: wgpu's
     /// webgpu backend does not pass the feature through, so every kernel is portable.
     pub subgroups: bool,
@@ -34,6 +38,13 @@ pub struct GpuInfo {
     /// queue family 0, graphics and compute) or `compute-only family N` (natively on Vulkan,
     /// see [`GpuContext::from_adapter`]).
     pub queue: String,
+}
+
+impl GpuInfo {
+    /// The limits the plans keep to ([`Self::max_storage_binding`], [`Self::max_buffer`]).
+    pub fn limits(&self) -> GpuLimits {
+        GpuLimits { max_storage_binding: self.max_storage_binding, max_buffer: self.max_buffer }
+    }
 }
 
 impl std::fmt::Display for GpuInfo {
@@ -58,6 +69,8 @@ pub struct GpuContext {
     pub info: GpuInfo,
     errors: Arc<Mutex<Vec<String>>>,
     pipelines: RefCell<HashMap<&'static str, Rc<Pipeline>>>,
+    /// Storage buffers made through the context (label, bytes), once recording is on.
+    recorded: RefCell<Option<Vec<(String, u64)>>>,
 }
 
 impl GpuContext {
@@ -67,6 +80,12 @@ impl GpuContext {
     /// [`Error::NoAdapter`] when there is none: in a browser, WebGPU may be disabled or
     /// missing (Chromium needs `--enable-unsafe-webgpu` where it has no GPU).
     pub async fn new() -> Result<Self> {
+        Self::with_limits(None).await
+    }
+
+    /// [`Self::new`] keeping to `limits` where they are below the adapter's (emulating a
+    /// smaller device; `None`: the adapter's own). See [`Self::from_adapter_with_limits`].
+    pub async fn with_limits(limits: Option<GpuLimits>) -> Result<Self> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -82,7 +101,7 @@ impl GpuContext {
                      in a browser enable WebGPU"
                 ))
             })?;
-        Self::from_adapter(adapter).await
+        Self::from_adapter_with_limits(adapter, limits).await
     }
 
     /// Open a device on `adapter`, asking for the adapter's own storage-binding and buffer
@@ -90,10 +109,21 @@ impl GpuContext {
     /// uncaptured GPU errors and device loss are recorded and surface as [`Error::Gpu`] from
     /// the next readback, where wgpu would otherwise panic (native) or only log (web).
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
+        Self::from_adapter_with_limits(adapter, None).await
+    }
+
+    /// [`Self::from_adapter`] with emulated limits: the device is requested with
+    /// `limits` where they are below the adapter's (natively wgpu then enforces them; a
+    /// browser raises a request below WebGPU's defaults to the defaults), and the context
+    /// keeps to them in every buffer it makes ([`GpuInfo::limits`], [`Error::Limit`]), so
+    /// every plan behaves as on a device that has only `limits`.
+    pub async fn from_adapter_with_limits(adapter: wgpu::Adapter, emulated: Option<GpuLimits>) -> Result<Self> {
         let a = adapter.limits();
+        let adapter_limits = GpuLimits { max_storage_binding: a.max_storage_buffer_binding_size, max_buffer: a.max_buffer_size };
+        let want = emulated.map_or(adapter_limits, |e| e.min(&adapter_limits));
         let limits = wgpu::Limits {
-            max_storage_buffer_binding_size: a.max_storage_buffer_binding_size,
-            max_buffer_size: a.max_buffer_size,
+            max_storage_buffer_binding_size: want.max_storage_binding,
+            max_buffer_size: want.max_buffer,
             max_storage_buffers_per_shader_stage: a.max_storage_buffers_per_shader_stage.max(8),
             ..Default::default()
         };
@@ -117,12 +147,16 @@ impl GpuContext {
             }
         };
         let ai = adapter.get_info();
+        // what the device got (a browser may give more than asked), never above what was asked
+        let got = device.limits();
+        let kept = want.min(&GpuLimits { max_storage_binding: got.max_storage_buffer_binding_size, max_buffer: got.max_buffer_size });
         let info = GpuInfo {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),
             device_type: format!("{:?}", ai.device_type),
-            max_storage_binding: limits.max_storage_buffer_binding_size,
-            max_buffer: limits.max_buffer_size,
+            max_storage_binding: kept.max_storage_binding,
+            max_buffer: kept.max_buffer,
+            adapter_limits,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             queue: queue_name,
@@ -140,7 +174,7 @@ impl GpuContext {
                 v.push(format!("device lost ({reason:?}): {msg}"));
             }
         });
-        Ok(Self { device, queue, info, errors, pipelines: RefCell::default() })
+        Ok(Self { device, queue, info, errors, pipelines: RefCell::default(), recorded: RefCell::default() })
     }
 
     /// The first GPU error recorded since the last call, if any.
@@ -155,19 +189,27 @@ impl GpuContext {
         }
     }
 
+    /// Start recording every storage buffer made through the context from now on (label,
+    /// bytes), for comparing a model's buffers with its [`super::Requirements`].
+    pub fn record_buffers(&self) {
+        *self.recorded.borrow_mut() = Some(Vec::new());
+    }
+
+    /// The storage buffers made since [`Self::record_buffers`] (label, bytes), in order.
+    pub fn recorded_buffers(&self) -> Vec<(String, u64)> {
+        self.recorded.borrow().clone().unwrap_or_default()
+    }
+
     fn check_binding(&self, what: &str, bytes: u64) -> Result<()> {
-        if bytes > self.info.max_storage_binding {
-            return Err(Error::Limit {
-                what: what.to_string(),
-                needed: bytes,
-                allowed: self.info.max_storage_binding,
-            });
+        self.info.limits().check(&format!("buffer `{what}`"), bytes)?;
+        if let Some(v) = self.recorded.borrow_mut().as_mut() {
+            v.push((what.to_string(), bytes));
         }
         Ok(())
     }
 
     /// A storage buffer holding `data` (f32), bindable as one binding.
-    /// Fails with [`Error::Limit`] above the device's storage-binding limit.
+    /// Fails with [`Error::Limit`] above the device's storage-binding or buffer limit.
     pub fn storage_f32(&self, label: &str, data: &[f32]) -> Result<wgpu::Buffer> {
         self.storage_bytes(label, bytemuck::cast_slice(data))
     }

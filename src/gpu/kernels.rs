@@ -250,7 +250,9 @@ pub(crate) struct EmbedSumParams {
     pub dim: u32,
     pub slot: u32,
     pub accumulate: u32,
-    pub _pad: [u32; 3],
+    pub row0: u32,
+    pub part_rows: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]

@@ -14,6 +14,7 @@ use bytemuck::Pod;
 
 use super::context::{GpuContext, Pipeline};
 use super::kernels::*;
+use super::table::SplitTable;
 use crate::error::{Error, Result};
 
 /// An f32 activation on the GPU, row-major with a fixed shape.
@@ -843,28 +844,40 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// `out (+)= sum_l table[l, tokens[slot + l]]` over `tables` tables of `rows` rows of
-    /// width `dim` (negative tokens add nothing).
+    /// width `dim` (negative tokens add nothing), held in `table` as `[tables * rows, dim]`:
+    /// one dispatch per part of the table, the first as `accumulate` says, the others
+    /// adding. [`Error::Input`] when the table is not `[tables * rows, dim]`.
     #[allow(clippy::too_many_arguments)]
     pub fn embed_sum(
         &mut self,
         label: &str,
-        table: &wgpu::Buffer,
+        table: &SplitTable,
         (tables, rows, dim): (usize, usize, usize),
         tokens: &wgpu::Buffer,
         slot: usize,
         out: &wgpu::Buffer,
         accumulate: bool,
-    ) {
-        let p = EmbedSumParams {
-            tables: tables as u32,
-            rows: rows as u32,
-            dim: dim as u32,
-            slot: slot as u32,
-            accumulate: accumulate as u32,
-            _pad: [0; 3],
-        };
-        let pb = self.params(label, &p);
-        self.step(&EMBED_SUM, label.to_string(), &[table, tokens, out, &pb], threads(dim));
+    ) -> Result<()> {
+        if table.rows != tables * rows || table.cols != dim {
+            return Err(Error::Input(format!("{label}: table `{}` is [{}, {}], not [{tables} * {rows}, {dim}]", table.name, table.rows, table.cols)));
+        }
+        let count = table.parts.len();
+        for (k, (buf, row0, part_rows)) in table.parts.iter().enumerate() {
+            let p = EmbedSumParams {
+                tables: tables as u32,
+                rows: rows as u32,
+                dim: dim as u32,
+                slot: slot as u32,
+                accumulate: (accumulate || k > 0) as u32,
+                row0: *row0 as u32,
+                part_rows: *part_rows as u32,
+                _pad: 0,
+            };
+            let name = if count == 1 { label.to_string() } else { format!("{label}.part{k}") };
+            let pb = self.params(&name, &p);
+            self.step(&EMBED_SUM, name, &[buf, tokens, out, &pb], threads(dim));
+        }
+        Ok(())
     }
 
     /// Draw a token from `n` logits at `offset` of `logits` into `tokens[slot]`: greedy

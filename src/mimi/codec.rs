@@ -61,8 +61,9 @@ impl Direction {
 }
 
 impl Mimi {
-    /// Upload `weights` and build both plans. Fails with [`Error::Limit`] when a tensor is
-    /// larger than the device allows, or [`Error::Gpu`] when a pipeline does not compile.
+    /// Upload `weights` and build both plans. Fails with [`Error::Limit`] (before any
+    /// upload, naming the limit) when a buffer is larger than the device's limits allow
+    /// ([`super::requirements`]), or [`Error::Gpu`] when a pipeline does not compile.
     pub async fn new(ctx: Rc<GpuContext>, weights: &MimiWeights) -> Result<Self> {
         Self::with_codes_source(ctx, weights, None).await
     }
@@ -73,6 +74,7 @@ impl Mimi {
     /// ([`Self::decode_plan`], [`Self::prepare_decode`], [`Self::read_decoded`]).
     pub async fn with_codes_source(ctx: Rc<GpuContext>, weights: &MimiWeights, codes: Option<(&wgpu::Buffer, usize)>) -> Result<Self> {
         let cfg = &weights.config;
+        super::requirements(cfg, &ctx.info.limits())?.check()?;
         let fs = cfg.frame_size();
         let d = cfg.seanet.dimension;
         let nq = weights.quantizer.num_codebooks();

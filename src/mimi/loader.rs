@@ -11,11 +11,64 @@
 
 use super::{MimiConfig, MimiWeights};
 use crate::error::{Error, Result};
+use crate::gpu::{GpuLimits, Requirements};
 use crate::weights::place::{Placing, TensorMap};
 use crate::weights::stream::{ByteSink, CheckpointReader, Limits, ReadState};
 
 /// Host memory per part while streaming: 16 MiB of f32.
 pub const PART_BYTES: u64 = 16 << 20;
+
+/// What the codec of `config` needs of a device with `limits`, from the config alone: every
+/// weight buffer [`super::Mimi::new`] uploads, labelled as it labels them (the checkpoint's
+/// convolutions; per transformer layer `{encoder,decoder}_transformer.layers.L.{in_proj,
+/// out_proj, linear1, linear2, norm1.weight, ...}`; per RVQ its input and output projections and the codebooks of its
+/// `num_codebooks` active levels, `[levels, bins, dimension]`, once for each direction) and
+/// the transformers' KV rings (`context` slots). [`Requirements::check`] says whether it
+/// fits; [`MimiLoader::checked`] runs it before any byte. [`Error::Config`] for an invalid
+/// config.
+pub fn requirements(config: &MimiConfig, limits: &GpuLimits) -> Result<Requirements> {
+    config.validate()?;
+    let mut r = Requirements::new("Mimi", *limits);
+    for (name, shape) in config.tensor_specs() {
+        // the quantizer and the transformers are counted below, as the plans upload them
+        if name.starts_with("quantizer.") || name.contains("_transformer.") {
+            continue;
+        }
+        r.buffer(name, 4 * shape.iter().product::<usize>() as u64);
+    }
+    let t = &config.transformer;
+    let (d, f) = (t.d_model as u64, t.dim_feedforward as u64);
+    for which in ["encoder_transformer", "decoder_transformer"] {
+        for l in 0..t.num_layers {
+            let p = format!("{which}.layers.{l}");
+            for (n, len) in [("norm1.weight", d), ("norm1.bias", d), ("norm2.weight", d), ("norm2.bias", d), ("in_proj", 3 * d * d), ("out_proj", d * d), ("linear1", f * d), ("linear2", d * f), ("layer_scale_1", d), ("layer_scale_2", d)] {
+                r.buffer(format!("{p}.{n}"), 4 * len);
+            }
+        }
+    }
+    let q = &config.quantizer;
+    let n = config.num_codebooks;
+    for (which, levels) in [("rvq_first", n.min(1)), ("rvq_rest", n.saturating_sub(1))] {
+        if levels == 0 {
+            continue;
+        }
+        let p = format!("quantizer.{which}");
+        let codebooks = 4 * (levels * q.bins * q.dimension) as u64;
+        r.buffer(format!("{p}.input_proj"), 4 * (q.dimension * q.input_dimension) as u64);
+        r.buffer(format!("{p}.codebooks"), codebooks);
+        r.buffer(format!("{p}.output_proj"), 4 * (q.output_dimension * q.dimension) as u64);
+        r.buffer(format!("{p}.codebooks"), codebooks);
+    }
+    for which in ["encoder_transformer", "decoder_transformer"] {
+        for l in 0..t.num_layers {
+            let p = format!("{which}.layers.{l}.self_attn");
+            r.buffer(format!("{p}.k_ring"), 4 * (t.context * t.d_model) as u64);
+            r.buffer(format!("{p}.v_ring"), 4 * (t.context * t.d_model) as u64);
+            r.buffer(format!("{p}.pos_ring"), 4 * t.context as u64);
+        }
+    }
+    Ok(r)
+}
 
 /// Streams a Mimi checkpoint into [`MimiWeights`]: push the file's bytes, call
 /// [`ByteSink::finish`], then [`MimiLoader::into_weights`].
@@ -41,6 +94,14 @@ impl MimiLoader {
             config: config.clone(),
             reader: CheckpointReader::new(total_len, Limits::default(), Placing::new(map)),
         })
+    }
+
+    /// [`Self::new`] for a codec that will run on a device with `limits`: refused with
+    /// [`Error::Limit`] (naming the limit, the bytes needed and allowed) before any byte
+    /// when it cannot fit ([`requirements`]).
+    pub fn checked(config: &MimiConfig, limits: &GpuLimits, total_len: Option<u64>) -> Result<Self> {
+        requirements(config, limits)?.check()?;
+        Self::new(config, total_len)
     }
 
     /// The weights, once [`ByteSink::finish`] returned `Ok`; otherwise [`Error::Input`]

@@ -23,7 +23,7 @@ mod oracle;
 
 pub use codec::Mimi;
 pub use config::MimiConfig;
-pub use loader::MimiLoader;
+pub use loader::{requirements, MimiLoader};
 pub use oracle::MimiCpu;
 
 use crate::error::Result;

@@ -196,8 +196,8 @@ impl Lm {
         // temporal: x = sum of the 16 audio embeddings + the text embedding
         let (emb, text_emb) = (&w.emb, &w.text_emb);
         let x = b.tensor("transformer.x", &[1, d])?;
-        b.embed_sum("emb", emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false);
-        b.embed_sum("text_emb", text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true);
+        b.embed_sum("emb", emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false)?;
+        b.embed_sum("text_emb", text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true)?;
         let rings = w.transformer.plan_state(&mut b)?;
         w.transformer.plan_step(&mut b, &x, 0, &frame, &rings)?;
         let z = b.tensor("transformer_out", &[1, d])?;
@@ -222,7 +222,7 @@ impl Lm {
             b.q8_linear(&format!("depformer_in.{k}"), (&win.quants, &win.scales), (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?;
             let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
             let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
-            b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true);
+            b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
             w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings)?;
             let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;

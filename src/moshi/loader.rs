@@ -42,7 +42,7 @@ use super::config::LmConfig;
 use super::lm::LmWeights;
 use super::transformer::{GpuQ8, GpuStep, GpuTransformer, LmTransformer, Q8Linear};
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, GpuLimits, Requirements, SplitTable};
 use crate::weights::place::{Placer, Placing};
 use crate::weights::q8::{Q8Tensor, BLOCK};
 use crate::weights::stream::{ByteSink, CheckpointReader, Header, Kind, Limits, Loaded, Plan, ReadState, TensorEntry};
@@ -59,10 +59,11 @@ const FLUSH_BYTES: u64 = 64 << 20;
 /// names of the released `model.safetensors`.
 pub struct LmGpuWeights {
     pub config: LmConfig,
-    /// `emb.{n}.weight` for n in 0..n_q, concatenated: `[n_q, card + 1, dim]` f32.
-    pub emb: wgpu::Buffer,
-    /// `text_emb.weight` `[text_card + 1, dim]` f32.
-    pub text_emb: wgpu::Buffer,
+    /// `emb.{n}.weight` for n in 0..n_q, concatenated: `[n_q (card + 1), dim]` f32, in
+    /// parts within the device's limits (the buffer `emb`, or `emb.partK`).
+    pub emb: SplitTable,
+    /// `text_emb.weight` `[text_card + 1, dim]` f32, in parts within the limits.
+    pub text_emb: SplitTable,
     /// `transformer.layers.*` (one step).
     pub transformer: GpuTransformer,
     /// `out_norm.alpha` `[dim]` f32.
@@ -71,10 +72,10 @@ pub struct LmGpuWeights {
     pub text_linear: GpuQ8,
     /// `depformer_in.{k}.weight` `[depformer_dim, dim]` Q8_0.
     pub depformer_in: Vec<GpuQ8>,
-    /// `depformer_text_emb.weight` `[text_card + 1, depformer_dim]` f32.
-    pub depformer_text_emb: wgpu::Buffer,
-    /// `depformer_emb.{j}.weight` `[card + 1, depformer_dim]` f32, j in 0..dep_q - 1.
-    pub depformer_emb: Vec<wgpu::Buffer>,
+    /// `depformer_text_emb.weight` `[text_card + 1, depformer_dim]` f32, in parts.
+    pub depformer_text_emb: SplitTable,
+    /// `depformer_emb.{j}.weight` `[card + 1, depformer_dim]` f32, j in 0..dep_q - 1, in parts.
+    pub depformer_emb: Vec<SplitTable>,
     /// `depformer.layers.*` (`dep_q` steps).
     pub depformer: GpuTransformer,
     /// `linears.{k}.weight` `[card, depformer_dim]` Q8_0.
@@ -96,43 +97,69 @@ fn q8_buffers(ctx: &GpuContext, label: &str, rows: usize, cols: usize) -> Result
     })
 }
 
-/// Byte sizes of one buffer of each distinct shape of `config` (name, bytes), for the
-/// limit check before any buffer is made.
-fn buffer_sizes(w: &LmConfig) -> Vec<(String, u64)> {
-    let mut v = Vec::new();
-    let f = |v: &mut Vec<(String, u64)>, n: String, len: usize| v.push((n, 4 * len as u64));
-    let q = |v: &mut Vec<(String, u64)>, n: String, rows: usize, cols: usize| {
+/// What the LM of `config` needs of a device with `limits`, from the config alone: every
+/// weight buffer [`LmGpuWeights::allocate`] makes (labelled as it labels them, the
+/// embedding tables split into parts of whole rows within the limits) and the KV rings of
+/// [`super::Lm`] (`transformer.layers.L.{k,v,pos}_ring`, `context` slots; the depformer's,
+/// `dep_q` slots). [`Requirements::check`] says whether it fits. The loaders run it before
+/// they read a byte. [`Error::Config`] for an invalid config.
+pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirements> {
+    config.validate()?;
+    let c = config;
+    let mut r = Requirements::new("Moshi LM", *limits);
+    let q = |r: &mut Requirements, n: &str, rows: usize, cols: usize| {
         let (qb, sb) = Q8Tensor::buffer_sizes(rows, cols);
-        v.push((format!("{n}.quants"), qb));
-        v.push((format!("{n}.scales"), sb));
+        r.buffer(format!("{n}.quants"), qb.max(4));
+        r.buffer(format!("{n}.scales"), sb.max(4));
     };
-    let (d, dd) = (w.dim, w.depformer_dim);
-    f(&mut v, "emb".into(), w.n_q * (w.card + 1) * d);
-    f(&mut v, "text_emb.weight".into(), (w.text_card + 1) * d);
-    q(&mut v, "text_linear.weight".into(), w.text_card, d);
-    q(&mut v, "transformer.layers.0.gating.linear_in.weight".into(), 2 * w.hidden(), d);
-    q(&mut v, "transformer.layers.0.gating.linear_out.weight".into(), d, w.hidden());
-    q(&mut v, "transformer.layers.0.self_attn.in_projs.0.weight".into(), 3 * d, d);
-    f(&mut v, "depformer_text_emb.weight".into(), (w.text_card + 1) * dd);
-    f(&mut v, "depformer_emb.0.weight".into(), (w.card + 1) * dd);
-    q(&mut v, "depformer_in.0.weight".into(), dd, d);
-    q(&mut v, "linears.0.weight".into(), w.card, dd);
-    q(&mut v, "depformer.layers.0.gating.0.linear_in.weight".into(), 2 * w.depformer_hidden(), dd);
-    q(&mut v, "depformer.layers.0.gating.0.linear_out.weight".into(), dd, w.depformer_hidden());
-    v
+    let transformer = |r: &mut Requirements, name: &str, (layers, dim, hidden): (usize, usize, usize), steps: usize| {
+        for l in 0..layers {
+            for k in 0..steps {
+                let p = format!("{name}.layers.{l}");
+                let g = if steps == 1 { format!("{p}.gating") } else { format!("{p}.gating.{k}") };
+                r.buffer(format!("{p}.norm1.alpha"), 4 * dim as u64);
+                r.buffer(format!("{p}.norm2.alpha"), 4 * dim as u64);
+                q(r, &format!("{p}.self_attn.in_projs.{k}.weight"), 3 * dim, dim);
+                q(r, &format!("{p}.self_attn.out_projs.{k}.weight"), dim, dim);
+                q(r, &format!("{g}.linear_in.weight"), 2 * hidden, dim);
+                q(r, &format!("{g}.linear_out.weight"), dim, hidden);
+            }
+        }
+    };
+    let (d, dd) = (c.dim, c.depformer_dim);
+    r.table("emb", c.n_q * (c.card + 1), d);
+    r.table("text_emb.weight", c.text_card + 1, d);
+    transformer(&mut r, "transformer", (c.num_layers, d, c.hidden()), 1);
+    r.buffer("out_norm.alpha", 4 * d as u64);
+    q(&mut r, "text_linear.weight", c.text_card, d);
+    for k in 0..c.dep_q {
+        q(&mut r, &format!("depformer_in.{k}.weight"), dd, d);
+    }
+    r.table("depformer_text_emb.weight", c.text_card + 1, dd);
+    for j in 0..c.dep_q - 1 {
+        r.table(&format!("depformer_emb.{j}.weight"), c.card + 1, dd);
+    }
+    transformer(&mut r, "depformer", (c.depformer_num_layers, dd, c.depformer_hidden()), c.dep_q);
+    for k in 0..c.dep_q {
+        q(&mut r, &format!("linears.{k}.weight"), c.card, dd);
+    }
+    for (name, layers, dim, ring) in [("transformer", c.num_layers, d, c.context), ("depformer", c.depformer_num_layers, dd, c.dep_q)] {
+        for l in 0..layers {
+            r.buffer(format!("{name}.layers.{l}.k_ring"), 4 * (ring * dim) as u64);
+            r.buffer(format!("{name}.layers.{l}.v_ring"), 4 * (ring * dim) as u64);
+            r.buffer(format!("{name}.layers.{l}.pos_ring"), 4 * ring as u64);
+        }
+    }
+    Ok(r)
 }
 
 impl LmGpuWeights {
     /// Zero-filled buffers for every weight of `config`, labelled with their checkpoint
-    /// names. [`Error::Config`] for an invalid config, [`Error::Limit`] (before any buffer is
-    /// made) when a tensor is larger than the device binds.
+    /// names (embedding tables in parts, see [`requirements`]). [`Error::Config`] for an
+    /// invalid config, [`Error::Limit`] (before any buffer is made) when a buffer is larger
+    /// than the device's limits allow, naming the limit.
     pub fn allocate(ctx: &GpuContext, config: &LmConfig) -> Result<Self> {
-        config.validate()?;
-        for (name, bytes) in buffer_sizes(config) {
-            if bytes > ctx.info.max_storage_binding {
-                return Err(Error::Limit { what: format!("LM buffer `{name}`"), needed: bytes, allowed: ctx.info.max_storage_binding });
-            }
-        }
+        requirements(config, &ctx.info.limits())?.check()?;
         let c = config;
         let (d, dd) = (c.dim, c.depformer_dim);
         let transformer = |name: &str, (layers, dim, heads, hidden): (usize, usize, usize, usize), steps: usize, context: usize, max_period: f64, rope: bool| -> Result<GpuTransformer> {
@@ -157,14 +184,14 @@ impl LmGpuWeights {
         };
         Ok(Self {
             config: c.clone(),
-            emb: f32_buffer(ctx, "emb", c.n_q * (c.card + 1) * d)?,
-            text_emb: f32_buffer(ctx, "text_emb.weight", (c.text_card + 1) * d)?,
+            emb: SplitTable::zeros(ctx, "emb", c.n_q * (c.card + 1), d)?,
+            text_emb: SplitTable::zeros(ctx, "text_emb.weight", c.text_card + 1, d)?,
             transformer: transformer("transformer", (c.num_layers, d, c.num_heads, c.hidden()), 1, c.context, c.max_period, true)?,
             out_norm: f32_buffer(ctx, "out_norm.alpha", d)?,
             text_linear: q8_buffers(ctx, "text_linear.weight", c.text_card, d)?,
             depformer_in: (0..c.dep_q).map(|k| q8_buffers(ctx, &format!("depformer_in.{k}.weight"), dd, d)).collect::<Result<_>>()?,
-            depformer_text_emb: f32_buffer(ctx, "depformer_text_emb.weight", (c.text_card + 1) * dd)?,
-            depformer_emb: (0..c.dep_q - 1).map(|j| f32_buffer(ctx, &format!("depformer_emb.{j}.weight"), (c.card + 1) * dd)).collect::<Result<_>>()?,
+            depformer_text_emb: SplitTable::zeros(ctx, "depformer_text_emb.weight", c.text_card + 1, dd)?,
+            depformer_emb: (0..c.dep_q - 1).map(|j| SplitTable::zeros(ctx, &format!("depformer_emb.{j}.weight"), c.card + 1, dd)).collect::<Result<_>>()?,
             depformer: transformer(
                 "depformer",
                 (c.depformer_num_layers, dd, c.depformer_num_heads, c.depformer_hidden()),
@@ -198,17 +225,17 @@ impl LmGpuWeights {
                 }
             }
         };
-        f(&g.emb, &w.emb);
-        f(&g.text_emb, &w.text_emb);
+        g.emb.write_rows(&q, 0, &w.emb)?;
+        g.text_emb.write_rows(&q, 0, &w.text_emb)?;
         t(&g.transformer, &w.transformer);
         f(&g.out_norm, &w.out_norm);
         l(&g.text_linear, &w.text_linear);
         for (a, b) in g.depformer_in.iter().zip(&w.depformer_in) {
             l(a, b);
         }
-        f(&g.depformer_text_emb, &w.depformer_text_emb);
+        g.depformer_text_emb.write_rows(&q, 0, &w.depformer_text_emb)?;
         for (a, b) in g.depformer_emb.iter().zip(&w.depformer_emb) {
-            f(a, b);
+            a.write_rows(&q, 0, b)?;
         }
         t(&g.depformer, &w.depformer);
         for (a, b) in g.linears.iter().zip(&w.linears) {
@@ -243,17 +270,17 @@ impl LmGpuWeights {
                 }
             }
         }
-        v.push(("emb".into(), &self.emb));
-        v.push(("text_emb.weight".into(), &self.text_emb));
+        v.extend(self.emb.buffers());
+        v.extend(self.text_emb.buffers());
         tr(&mut v, &self.transformer);
         v.push(("out_norm.alpha".into(), &self.out_norm));
         lin(&mut v, "text_linear.weight".into(), &self.text_linear);
         for (k, g) in self.depformer_in.iter().enumerate() {
             lin(&mut v, format!("depformer_in.{k}.weight"), g);
         }
-        v.push(("depformer_text_emb.weight".into(), &self.depformer_text_emb));
-        for (j, b) in self.depformer_emb.iter().enumerate() {
-            v.push((format!("depformer_emb.{j}.weight"), b));
+        v.extend(self.depformer_text_emb.buffers());
+        for t in &self.depformer_emb {
+            v.extend(t.buffers());
         }
         tr(&mut v, &self.depformer);
         for (k, g) in self.linears.iter().enumerate() {
@@ -308,19 +335,20 @@ enum LayerPart {
 
 enum Buf<'a> {
     F32(&'a wgpu::Buffer),
+    Table(&'a SplitTable),
     Q8(&'a GpuQ8),
 }
 
 impl LmGpuWeights {
     fn slot(&self, s: Slot) -> Buf<'_> {
         match s {
-            Slot::Emb => Buf::F32(&self.emb),
-            Slot::TextEmb => Buf::F32(&self.text_emb),
+            Slot::Emb => Buf::Table(&self.emb),
+            Slot::TextEmb => Buf::Table(&self.text_emb),
             Slot::OutNorm => Buf::F32(&self.out_norm),
             Slot::TextLinear => Buf::Q8(&self.text_linear),
             Slot::DepIn(k) => Buf::Q8(&self.depformer_in[k]),
-            Slot::DepTextEmb => Buf::F32(&self.depformer_text_emb),
-            Slot::DepEmb(j) => Buf::F32(&self.depformer_emb[j]),
+            Slot::DepTextEmb => Buf::Table(&self.depformer_text_emb),
+            Slot::DepEmb(j) => Buf::Table(&self.depformer_emb[j]),
             Slot::Linear(k) => Buf::Q8(&self.linears[k]),
             Slot::Layer(dep, l, k, part) => {
                 let s = &if dep { &self.depformer } else { &self.transformer }.layers[l][k];
@@ -600,6 +628,11 @@ impl Placer for LmPlacer {
                     queue.write_buffer(buf, (dst_row * cols * 4) as u64, bytemuck::cast_slice(v));
                     bytes += 4 * v.len() as u64;
                 }
+                (Loaded::F32(p), Buf::Table(table)) => {
+                    let v = &p.data[(a - row_start) * cols..(b - row_start) * cols];
+                    table.write_rows(queue, dst_row, v)?;
+                    bytes += 4 * v.len() as u64;
+                }
                 (Loaded::Q8(p), Buf::Q8(_)) => {
                     let per = cols / BLOCK;
                     bytes += self.writers[r.writer].write(queue, &p.data, (a - row_start) * per, (b - a) * per, dst_row * per)?;
@@ -627,15 +660,17 @@ pub struct LmLoader {
 impl LmLoader {
     /// A loader for `config` on `ctx`, for a file of `total_len` bytes when known (checked
     /// against the header). Parts are cut to [`DEFAULT_PART_BYTES`] (or the device's binding
-    /// limit, if lower). [`Error::Config`] for an invalid config.
+    /// limit, if lower). [`Error::Config`] for an invalid config; [`Error::Limit`] when
+    /// the model does not fit the context's limits ([`requirements`]), before any byte.
     pub fn new(ctx: Rc<GpuContext>, config: &LmConfig, total_len: Option<u64>) -> Result<Self> {
         Self::with_part_bytes(ctx, config, total_len, DEFAULT_PART_BYTES)
     }
 
     /// [`LmLoader::new`] with parts of at most `part_bytes` bytes (host memory per part).
     pub fn with_part_bytes(ctx: Rc<GpuContext>, config: &LmConfig, total_len: Option<u64>, part_bytes: u64) -> Result<Self> {
-        config.validate()?;
-        let max_part = part_bytes.min(ctx.info.max_storage_binding).max(1);
+        // refused here, before the caller opens the source, when the model cannot fit
+        requirements(config, &ctx.info.limits())?.check()?;
+        let max_part = part_bytes.min(ctx.info.limits().max_bound_buffer()).max(1);
         let placer = LmPlacer {
             ctx,
             config: config.clone(),

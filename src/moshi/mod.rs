@@ -18,6 +18,6 @@ pub mod transformer;
 pub use config::LmConfig;
 pub use lm::{Lm, LmCpu, LmWeights};
 pub use lmgen::LmGen;
-pub use loader::{LmGpuWeights, LmLoader};
+pub use loader::{requirements, LmGpuWeights, LmLoader};
 pub use sampler::{Sampling, StreamSampling};
 pub use tokenizer::TextTokenizer;

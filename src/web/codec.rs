@@ -9,7 +9,6 @@ use web_sys::AbortSignal;
 
 use super::load::{self, Source};
 use super::{js_error, now_ms, set};
-use crate::gpu::GpuContext;
 use crate::mimi::{Mimi, MimiCpu};
 
 /// The streaming codec on the GPU. Build with [`MimiCodec::create`].
@@ -40,8 +39,8 @@ impl MimiCodec {
 
     async fn build(source: Source<'_>, len: Option<u64>, config: Option<String>) -> crate::Result<MimiCodec> {
         let c = load::mimi_config(config.as_deref())?;
-        let w = load::mimi_weights(&c, source, len).await?;
-        let ctx = Rc::new(GpuContext::new().await?);
+        let ctx = Rc::new(super::limits::gpu_context().await?);
+        let w = load::mimi_weights(&c, &ctx.info.limits(), source, len).await?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &w).await?;
         Ok(Self { mimi, frame_size: c.frame_size(), num_codebooks: c.num_codebooks, decoded: 0, adapter })

@@ -9,7 +9,7 @@ use web_sys::AbortSignal;
 
 use super::fetch::{fetch_into, js_progress, FetchOptions};
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, GpuLimits};
 use crate::mimi::{MimiConfig, MimiLoader, MimiWeights};
 use crate::moshi::{LmConfig, LmGpuWeights, LmLoader, TextTokenizer};
 use crate::weights::stream::ByteSink;
@@ -52,13 +52,15 @@ async fn feed<K: ByteSink>(what: &str, source: Source<'_>, mut sink: K) -> Resul
     }
 }
 
-/// Mimi's weights (safetensors, Kyutai's names) through [`MimiLoader`].
-pub async fn mimi_weights(config: &MimiConfig, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
-    let sink = feed("Mimi checkpoint", source, MimiLoader::new(config, len)?).await?;
+/// Mimi's weights (safetensors, Kyutai's names) through [`MimiLoader`], for a codec on a
+/// device with `limits`: refused before the source is opened when it cannot fit them.
+pub async fn mimi_weights(config: &MimiConfig, limits: &GpuLimits, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
+    let sink = feed("Mimi checkpoint", source, MimiLoader::checked(config, limits, len)?).await?;
     sink.into_weights().map_err(|e| context("Mimi checkpoint", e))
 }
 
-/// The LM's weights (safetensors or GGUF) through [`LmLoader`], into GPU buffers on `ctx`.
+/// The LM's weights (safetensors or GGUF) through [`LmLoader`], into GPU buffers on `ctx`
+/// (refused before the source is opened when the LM cannot fit the context's limits).
 pub async fn lm_weights(ctx: Rc<GpuContext>, config: &LmConfig, source: Source<'_>, len: Option<u64>) -> Result<LmGpuWeights> {
     let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await?;
     sink.into_weights().map_err(|e| context("Moshi LM checkpoint", e))

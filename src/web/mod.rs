@@ -7,6 +7,7 @@
 //! - [`codec`]: [`MimiCodec`], Mimi alone (encode and decode frames on the GPU), and
 //!   [`mimi_cpu_roundtrip`], the CPU oracle over a whole clip;
 //! - [`resample`]: [`StreamResampler`], the device's rate to and from 24 kHz;
+//! - [`limits`]: emulated device limits and the capability check made before a download;
 //! - [`load`]: the models' weights from a URL (streamed) or a file's bytes;
 //! - [`fetch`], [`cache`]: checkpoint bytes through `fetch` (Range resume, AbortSignal) and
 //!   the Cache API, fed to the same [`crate::weights::source`] driver as a file natively.
@@ -16,12 +17,14 @@
 pub mod cache;
 pub mod codec;
 pub mod fetch;
+pub mod limits;
 pub mod load;
 pub mod resample;
 pub mod scope;
 pub mod session;
 
 pub use codec::{mimi_cpu_roundtrip, MimiCodec};
+pub use limits::{check_requirements, emulate_limits};
 pub use resample::StreamResampler;
 pub use session::MoshiSession;
 

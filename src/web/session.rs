@@ -13,7 +13,6 @@ use web_sys::AbortSignal;
 
 use super::load::{self, Source};
 use super::{js_error, now_ms, set};
-use crate::gpu::GpuContext;
 use crate::moshi::tokenizer::TextStream;
 use crate::moshi::{Sampling, TextTokenizer};
 use crate::session::Session;
@@ -91,8 +90,11 @@ impl MoshiSession {
         let mc = load::mimi_config(mimi_config.as_deref())?;
         let lc = load::lm_config(lm_config.as_deref())?;
         let tokenizer = tokenizer.map(|b| load::tokenizer(&b)).transpose()?;
-        let ctx = Rc::new(GpuContext::new().await?);
-        let mimi_w = load::mimi_weights(&mc, mimi, mimi_len).await?;
+        let ctx = Rc::new(super::limits::gpu_context().await?);
+        // both models checked against the device before either download starts
+        let limits = ctx.info.limits();
+        crate::moshi::requirements(&lc, &limits)?.check()?;
+        let mimi_w = load::mimi_weights(&mc, &limits, mimi, mimi_len).await?;
         let lm_w = load::lm_weights(ctx.clone(), &lc, lm, lm_len).await?;
         let adapter = ctx.info.to_string();
         let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed) };

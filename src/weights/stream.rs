@@ -709,6 +709,7 @@ pub fn split_rows(name: &str, rows: usize, row_bytes: u64, max_binding: u64) -> 
     }
     if row_bytes > max_binding {
         return Err(Error::Limit {
+            limit: crate::gpu::MAX_STORAGE_BINDING,
             what: format!("one row of tensor `{name}`"),
             needed: row_bytes,
             allowed: max_binding,

@@ -12,7 +12,10 @@
 //! - `bench-lm`: per-frame GPU times of the LM on synthetic Q8_0 weights (Moshi 7B's geometry
 //!   by default), built in memory;
 //! - `load-lm`: stream an LM checkpoint (`.safetensors` or `.gguf`) into the GPU and report
-//!   the throughput and the peak host memory.
+//!   the throughput and the peak host memory;
+//! - `check`: from the configs alone, before any download, whether Mimi and the LM fit the
+//!   adapter's limits (or lower, emulated ones): largest buffer, total GPU memory, and the
+//!   limit a model breaks, with the bytes needed and allowed.
 //!
 //! Checkpoints are read in chunks (the byte-source driver over a `FileSource`) through the
 //! streaming loaders (`LmLoader`, `MimiLoader`):
@@ -36,7 +39,7 @@ use inferencelayer::mimi::MimiLoader;
 use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::gpu::{submits_for, Plan};
+use inferencelayer::gpu::{capability_json, submits_for, GpuLimits, Plan};
 use inferencelayer::session::Session;
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
 use npyz::WriterBuilder;
@@ -152,6 +155,33 @@ enum Command {
         /// Bytes per read from the file (1 to 2^30).
         #[arg(long, default_value_t = 4 << 20)]
         chunk: usize,
+    },
+    /// Check, from the configs alone (before any checkpoint is read), whether Mimi and the
+    /// Moshi LM fit this adapter: the adapter's limits, each model's largest buffer (bound
+    /// whole; embedding tables split into parts of whole rows), its total GPU memory, and
+    /// the limit it breaks with the bytes needed and allowed. Exits with status 1 when a
+    /// model does not fit.
+    Check {
+        /// LM configuration (JSON, Kyutai's `_lm_kwargs` keys); Moshi 7B by default.
+        #[arg(long)]
+        lm_config: Option<PathBuf>,
+        /// Mimi configuration (JSON, Kyutai's `_mimi_config` keys); the released codec by default.
+        #[arg(long)]
+        mimi_config: Option<PathBuf>,
+        /// Emulate a smaller device: its maxStorageBufferBindingSize, in bytes (never above
+        /// the adapter's).
+        #[arg(long)]
+        max_storage_binding: Option<u64>,
+        /// Emulate a smaller device: its maxBufferSize, in bytes.
+        #[arg(long)]
+        max_buffer: Option<u64>,
+        /// Check against WebGPU's default limits (128 MiB binding, 256 MiB buffer), what a
+        /// browser gives a page that asks for nothing more.
+        #[arg(long)]
+        webgpu_defaults: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Time the Moshi LM on the GPU, one LMGen frame at a time, with seeded synthetic Q8_0
     /// weights built in memory (no checkpoint) and seeded synthetic user codes.
@@ -334,7 +364,7 @@ impl Codec {
     /// [`Codec::open`] on an existing context (shared with the LM).
     async fn open_on(ctx: Rc<GpuContext>, config: &MimiConfig, checkpoint: &Path) -> Result<Self> {
         let hint = |e| mismatch_hint(e, checkpoint, "Mimi config (--config, or --mimi-config)", "the released codec's");
-        let loader = stream_file(checkpoint, MimiLoader::new(config, None)?, "Mimi", CHUNK).await.map_err(hint)?;
+        let loader = stream_file(checkpoint, MimiLoader::checked(config, &ctx.info.limits(), None)?, "Mimi", CHUNK).await.map_err(hint)?;
         let weights = loader.into_weights().map_err(hint)?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &weights).await?;
@@ -788,6 +818,36 @@ async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Re
     Ok(())
 }
 
+/// `check`: the capability check from the configs (see [`Command::Check`]).
+async fn check_command(lm_config_path: Option<&Path>, mimi_config_path: Option<&Path>, emulated: (Option<u64>, Option<u64>, bool), json: bool) -> Result<()> {
+    let lc = lm_config(lm_config_path, || Ok(LmConfig::default()))?;
+    let mc = match mimi_config_path {
+        Some(path) => MimiConfig::from_json(&std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the config: {e}")))?)?,
+        None => MimiConfig::default(),
+    };
+    let (binding, buffer, defaults) = emulated;
+    let base = if defaults { GpuLimits::WEBGPU_DEFAULT } else { GpuLimits { max_storage_binding: u64::MAX, max_buffer: u64::MAX } };
+    let want = base.min(&GpuLimits { max_storage_binding: binding.unwrap_or(u64::MAX), max_buffer: buffer.unwrap_or(u64::MAX) });
+    let emulate = (want.max_storage_binding != u64::MAX || want.max_buffer != u64::MAX).then_some(want);
+    let ctx = GpuContext::with_limits(emulate).await?;
+    let limits = ctx.info.limits();
+    let models = [inferencelayer::mimi::requirements(&mc, &limits)?, inferencelayer::moshi::requirements(&lc, &limits)?];
+    if json {
+        println!("{}", capability_json(&ctx.info.to_string(), &ctx.info.adapter_limits, &models));
+    } else {
+        println!("adapter        {}", ctx.info);
+        println!("adapter limits {}", ctx.info.adapter_limits);
+        println!("checked with   {}{}", limits, if emulate.is_some() { " (emulated)" } else { "" });
+        for m in &models {
+            println!("{m}");
+        }
+    }
+    for m in &models {
+        m.check()?;
+    }
+    Ok(())
+}
+
 fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
     let config = lm_config(config, || LmConfig::from_json(SMALL_LM_CONFIG))?;
     let specs = config.tensor_specs();
@@ -1113,7 +1173,7 @@ async fn bench_lm(
     let duplex = match mimi {
         None => None,
         Some(path) => {
-            let mw = stream_file(path, MimiLoader::new(&MimiConfig::default(), None)?, "Mimi", CHUNK).await?.into_weights()?;
+            let mw = stream_file(path, MimiLoader::checked(&MimiConfig::default(), &ctx.info.limits(), None)?, "Mimi", CHUNK).await?.into_weights()?;
             let mut session = Session::new(ctx.clone(), &mw, &gpu_weights, sampling).await?;
             let signal = bench_signal()?;
             let fs = MimiConfig::default().frame_size();
@@ -1251,6 +1311,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Converse { args } => converse(&args).await,
         Command::SyntheticLm { output, config, seed } => synthetic_lm(&output, config.as_deref(), seed),
         Command::LoadLm { lm, lm_config, chunk } => load_lm_command(&lm, lm_config.as_deref(), chunk).await,
+        Command::Check { lm_config, mimi_config, max_storage_binding, max_buffer, webgpu_defaults, json } => {
+            check_command(lm_config.as_deref(), mimi_config.as_deref(), (max_storage_binding, max_buffer, webgpu_defaults), json).await
+        }
         Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, json } => {
             bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, mimi.as_deref(), json).await
         }
