@@ -128,6 +128,8 @@ export interface MoshiEventMap {
   frame: CustomEvent<FrameEventDetail>;
   progress: CustomEvent<Progress>;
   error: CustomEvent<{ message: string }>;
+  /** The GPU device was lost: the models on it are gone; `reload()` continues on a new one. */
+  devicelost: CustomEvent<{ message: string }>;
 }
 
 export declare class Moshi extends EventTarget {
@@ -140,6 +142,8 @@ export declare class Moshi extends EventTarget {
   dropBacklog(): Promise<null>;
   stats(): AudioStats | null;
   frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
+  /** Load the last `load()` / `loadCodec()` again on a new device (after `devicelost`). */
+  reload(options?: Partial<LoadOptions>): Promise<LoadedInfo>;
   reset(): Promise<void>;
   cpuCheck(): Promise<{ frames: number; input: Float32Array; gpuCodes: Uint32Array; gpuPcm: Float32Array; cpuCodes: Uint32Array; cpuPcm: Float32Array }>;
   dispose(): Promise<void>;

@@ -124,14 +124,15 @@ const sourceOf = (s) =>
 
 /**
  * Full-duplex Moshi: events `text` ({ frame, token, text }), `frame` ({ frame, encodeMs,
- * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }) and `error`.
+ * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }), `error` and `devicelost`
+ * ({ message }: the GPU device went away; `reload()` continues on a new one).
  */
 export class Moshi extends EventTarget {
   constructor(options = {}) {
     super();
     this.client = new WorkerClient(options.workerUrl);
     this.workletUrl = options.workletUrl || new URL("./moshi-worklet.js", import.meta.url);
-    for (const name of ["text", "frame", "progress", "error"]) {
+    for (const name of ["text", "frame", "progress", "error", "devicelost"]) {
       this.client.addEventListener(name, (e) => this.dispatchEvent(new CustomEvent(name, { detail: e.detail })));
     }
     this.loaded = null;
@@ -144,7 +145,9 @@ export class Moshi extends EventTarget {
    * for the released Mimi and Moshi 7B; an optional SentencePiece tokenizer). Resolves to
    * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts.
    */
-  async load({ mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = {}) {
+  async load(options = {}) {
+    const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options;
+    this.lastLoad = { moshi: options, codec: this.lastLoad?.codec };
     this.loaded = await this.client.loadWith(
       { mode: "moshi", sources: { mimi: sourceOf(mimi), lm: sourceOf(lm), tokenizer: sourceOf(tokenizer) }, mimiConfig, lmConfig, seed, greedy },
       { onProgress, signal },
@@ -154,7 +157,9 @@ export class Moshi extends EventTarget {
   }
 
   /** Load Mimi alone, for the codec loopback (`start(stream, { mode: "loopback" })`). */
-  async loadCodec({ mimi, mimiConfig, keepForCheck = false, onProgress, signal } = {}) {
+  async loadCodec(options = {}) {
+    const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options;
+    this.lastLoad = { moshi: this.lastLoad?.moshi, codec: options };
     this.codecLoaded = await this.client.loadWith(
       { mode: "codec", sources: { mimi: sourceOf(mimi) }, mimiConfig, keepForCheck },
       { onProgress, signal },
@@ -282,6 +287,23 @@ export class Moshi extends EventTarget {
    */
   dropBacklog() {
     return this.client.call("drop");
+  }
+
+  /**
+   * Load again what `load()` (and `loadCodec()`) last loaded, on a new WebGPU device from a
+   * new adapter: what to do after a `devicelost` event. A running session is stopped first
+   * (its stop's failure is the loss, not reported again). Weights streamed from URLs come
+   * back from the Cache API where they were stored, without a download; `options` replace
+   * the last load's (`{ onProgress, signal }`, say). Resolves to `load()`'s result.
+   */
+  async reload(options = {}) {
+    const last = this.lastLoad;
+    if (!last?.moshi && !last?.codec) throw new Error("nothing loaded: call load() first");
+    if (this.running) await this.stop({ drainMs: 0 }).catch(() => {});
+    let out = null;
+    if (last.codec) out = await this.loadCodec({ ...last.codec, ...options });
+    if (last.moshi) out = await this.load({ ...last.moshi, ...options });
+    return out;
   }
 
   /** A new conversation (every model stream back to its start); call while stopped. */
