@@ -158,11 +158,12 @@ async fn device_loss_then_reload_from_the_cache_then_ten_lifecycles() {
         if c == CYCLES - 1 {
             // wgpu's webgpu backend hands each device's uncaptured-error closure to the JS
             // garbage collector (`Closure::forget` in `on_uncaptured_error`): its 52 bytes
-            // of Rust heap go when the collector runs, if ever. Anything of the models
-            // themselves (kilobytes to megabytes a cycle) fails this bound.
+            // of Rust heap (and the vectors holding them) go when the collector runs, if
+            // ever. Anything of the models themselves (kilobytes to megabytes a cycle)
+            // fails this bound.
             let per_cycle = (h - heap_second.min(h)) / (CYCLES as u64 - 2);
             log(format!("heap growth after the first cycles: {per_cycle} B per cycle"));
-            assert!(per_cycle <= 128, "the heap grew from {heap_second} B after cycle 1 to {h} B after cycle {c}");
+            assert!(per_cycle <= 256, "the heap grew from {heap_second} B after cycle 1 to {h} B after cycle {c}");
         }
     }
     cache_clear_url(&files.mimi_url).await.ok();
