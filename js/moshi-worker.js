@@ -8,8 +8,8 @@
 // Messages in: { id, type, ... } with type check | load | start | stop | reset | encode |
 // decode | capture | cpuCheck | abort | dispose | stall (a test hook); check and load may
 // carry `limits`, the device limits to emulate; each answered by { id, ok, value | error }.
-// Messages out, unprompted: { type: "event", name: "progress" | "frame" | "text" | "error",
-// detail }.
+// Messages out, unprompted: { type: "event", name: "progress" | "frame" | "text" | "error" |
+// "devicelost", detail }.
 
 import init, { initPanicHook, MoshiSession, MimiCodec, StreamResampler, mimiCpuRoundtrip, checkRequirements, emulateLimits } from "./inferencelayer.js";
 import { SampleRing, STAT } from "./ring.js";
@@ -25,6 +25,15 @@ const aborts = new Map();
 
 function emit(name, detail) {
   postMessage({ type: "event", name, detail });
+}
+
+// The core's Error::DeviceLost: the models on the lost device are gone; a new load opens a
+// new device on a new adapter (the weights from the Cache API where they were stored).
+const isDeviceLost = (e) => /GPU device lost/.test(String(e?.message || e));
+function reportFailure(e) {
+  const message = String(e?.message || e);
+  if (isDeviceLost(e)) emit("devicelost", { message });
+  emit("error", { message });
 }
 
 // A URL (fetched, streamed for progress) or a Blob/File, into one Uint8Array: for Files,
@@ -242,7 +251,7 @@ const handlers = {
     if (loop) throw new Error("a session is already running");
     if (msg.mode === "loopback" ? !codec : !session) throw new Error(`nothing loaded for mode ${msg.mode}`);
     loop = new Loop(msg);
-    loop.done.catch((e) => emit("error", { message: String(e && e.message || e) }));
+    loop.done.catch(reportFailure);
     return { started: true };
   },
   async stop() {
@@ -321,6 +330,7 @@ onmessage = async (e) => {
     const value = await handlers[msg.type](msg);
     postMessage({ id: msg.id, ok: true, value });
   } catch (err) {
+    if (isDeviceLost(err) && msg.type !== "stop") emit("devicelost", { message: String(err?.message || err) });
     postMessage({ id: msg.id, ok: false, error: { name: err?.name || "Error", message: String(err?.message || err) } });
   }
 };

@@ -132,6 +132,8 @@ export interface MoshiEventMap {
   micended: CustomEvent<{ capturedSeconds: number }>;
   /** A session ended (by `stop()` or an ended microphone), with the stop's counts. */
   stopped: CustomEvent<{ reason: "stop" | "micended"; worklet: AudioStats; core: CoreCounts }>;
+  /** The GPU device was lost: the models on it are gone; `reload()` continues on a new one. */
+  devicelost: CustomEvent<{ message: string }>;
 }
 
 /** Device limits, in bytes, under WebGPU's names. */
@@ -183,6 +185,8 @@ export declare class Moshi extends EventTarget {
   stallWorker(ms: number): Promise<{ stalledMs: number; frames: number }>;
   stats(): AudioStats | null;
   frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
+  /** Load the last `load()` / `loadCodec()` again on a new device (after `devicelost`). */
+  reload(options?: Partial<LoadOptions>): Promise<LoadedInfo>;
   reset(): Promise<void>;
   cpuCheck(): Promise<{ frames: number; input: Float32Array; gpuCodes: Uint32Array; gpuPcm: Float32Array; cpuCodes: Uint32Array; cpuPcm: Float32Array }>;
   dispose(): Promise<void>;

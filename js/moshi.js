@@ -211,7 +211,8 @@ const reject = (e) => Promise.reject(e);
 
 /**
  * Full-duplex Moshi: events `text` ({ frame, token, text }), `frame` ({ frame, encodeMs,
- * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }), `error`, `micended`
+ * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }), `error`, `devicelost`
+ * ({ message }: the GPU device went away; `reload()` continues on a new one), `micended`
  * ({ capturedSeconds }: the stream's audio tracks ended, see `start`) and `stopped`
  * ({ reason: "stop" | "micended", worklet, core }: a session ended, with `stop()`'s counts).
  */
@@ -222,7 +223,7 @@ export class Moshi extends EventTarget {
     const workerUrl = workerUrlOf("new Moshi", "workerUrl", o.workerUrl);
     this.workletUrl = workerUrlOf("new Moshi", "workletUrl", o.workletUrl) || new URL("./moshi-worklet.js", import.meta.url);
     this.client = new WorkerClient(workerUrl);
-    for (const name of ["text", "frame", "progress", "error"]) {
+    for (const name of ["text", "frame", "progress", "error", "devicelost"]) {
       this.client.addEventListener(name, (e) => this.dispatchEvent(new CustomEvent(name, { detail: e.detail })));
     }
     this.loaded = null;
@@ -255,6 +256,7 @@ export class Moshi extends EventTarget {
     const w = "Moshi.load";
     this.#usable(w);
     const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options(w, opts);
+    this.lastLoad = { moshi: opts, codec: this.lastLoad?.codec };
     const fields = {
       mode: "moshi",
       sources: { mimi: sourceOf(w, "mimi", mimi, true), lm: sourceOf(w, "lm", lm, true), tokenizer: sourceOf(w, "tokenizer", tokenizer, false) },
@@ -275,6 +277,7 @@ export class Moshi extends EventTarget {
     const w = "Moshi.loadCodec";
     this.#usable(w);
     const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options(w, opts);
+    this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
     const fields = {
       mode: "codec",
       sources: { mimi: sourceOf(w, "mimi", mimi, true) },
@@ -454,6 +457,26 @@ export class Moshi extends EventTarget {
    */
   stallWorker(ms) {
     return this.client.call("stall", { ms });
+  }
+
+  /**
+   * Load again what `load()` (and `loadCodec()`) last loaded, on a new WebGPU device from a
+   * new adapter: what to do after a `devicelost` event. A running session is stopped first
+   * (its stop's failure is the loss, not reported again). Weights streamed from URLs come
+   * back from the Cache API where they were stored, without a download; `options` replace
+   * the last load's (`{ onProgress, signal }`, say). Resolves to `load()`'s result.
+   */
+  async reload(opts) {
+    const w = "Moshi.reload";
+    this.#usable(w);
+    const o = options(w, opts);
+    const last = this.lastLoad;
+    if (!last?.moshi && !last?.codec) throw new Error(`${w}: nothing loaded yet: call load() or loadCodec() first`);
+    if (this.running) await this.stop({ drainMs: 0 }).catch(() => {});
+    let out = null;
+    if (last.codec) out = await this.loadCodec({ ...last.codec, ...o });
+    if (last.moshi) out = await this.load({ ...last.moshi, ...o });
+    return out;
   }
 
   /** A new conversation (every model stream back to its start); call while stopped. */

@@ -18,6 +18,14 @@ pub enum Error {
     /// A GPU validation, out-of-memory or internal error reported by wgpu or the browser.
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// The GPU device was lost (destroyed, a driver reset or update, the browser reclaiming
+    /// it, the system sleeping): every buffer and pipeline on it is gone and every later call
+    /// on the models built on it fails with this error. The message is the loss's reason as
+    /// the driver or browser gave it. Recovery: drop the models and load them again, which
+    /// opens a new device on a new adapter (in a browser the weights come back from the
+    /// Cache API without a download).
+    #[error("GPU device lost ({0}): load the models again to continue on a new device")]
+    DeviceLost(String),
     /// A buffer the model needs is larger than the device allows: `limit` is the WebGPU
     /// limit's name (`maxStorageBufferBindingSize`, `maxBufferSize`), `needed` and `allowed`
     /// are bytes.

@@ -100,6 +100,13 @@ impl Session {
         }
     }
 
+    /// The GPU context both models run on (to watch for or provoke a device loss: after
+    /// one every call fails with [`Error::DeviceLost`] and the session must be built again,
+    /// on a new [`GpuContext`]).
+    pub fn context(&self) -> &Rc<GpuContext> {
+        self.lm.context()
+    }
+
     /// A new conversation: every stream of both models back to its start.
     pub fn reset(&mut self) {
         self.mimi.reset();

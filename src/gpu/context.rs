@@ -68,6 +68,7 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: GpuInfo,
     errors: Arc<Mutex<Vec<String>>>,
+    lost: Arc<Mutex<Option<String>>>,
     pipelines: RefCell<HashMap<&'static str, Rc<Pipeline>>>,
     /// Storage buffers made through the context (label, bytes), once recording is on.
     recorded: RefCell<Option<Vec<(String, u64)>>>,
@@ -106,8 +107,9 @@ impl GpuContext {
 
     /// Open a device on `adapter`, asking for the adapter's own storage-binding and buffer
     /// limits (the defaults stop at 128 MiB and 256 MiB), and install the error handlers:
-    /// uncaptured GPU errors and device loss are recorded and surface as [`Error::Gpu`] from
-    /// the next readback, where wgpu would otherwise panic (native) or only log (web).
+    /// uncaptured GPU errors are recorded and surface as [`Error::Gpu`] from the next
+    /// readback, where wgpu would otherwise panic (native) or only log (web); a device loss
+    /// is recorded and surfaces as [`Error::DeviceLost`] from then on.
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
         Self::from_adapter_with_limits(adapter, None).await
     }
@@ -168,18 +170,51 @@ impl GpuContext {
                 v.push(e.to_string());
             }
         }));
-        let sink = errors.clone();
+        let lost: Arc<Mutex<Option<String>>> = Arc::default();
+        let sink = lost.clone();
         device.set_device_lost_callback(move |reason, msg| {
-            if let Ok(mut v) = sink.lock() {
-                v.push(format!("device lost ({reason:?}): {msg}"));
+            if let Ok(mut l) = sink.lock() {
+                let why = if msg.is_empty() { format!("{reason:?}") } else { format!("{reason:?}: {msg}") };
+                l.get_or_insert(why);
             }
         });
-        Ok(Self { device, queue, info, errors, pipelines: RefCell::default(), recorded: RefCell::default() })
+        Ok(Self { device, queue, info, errors, lost, pipelines: RefCell::default(), recorded: RefCell::default() })
     }
 
-    /// The first GPU error recorded since the last call, if any.
+    /// The reason the device was lost, once it was (see [`Error::DeviceLost`]).
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// [`Error::DeviceLost`] once the device is lost, else `Ok`.
+    pub fn check_lost(&self) -> Result<()> {
+        match self.lost() {
+            Some(why) => Err(Error::DeviceLost(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Destroy the device now, as a driver reset or the browser would: its buffers are freed
+    /// at once, the device-lost handler runs, and every later call on models built on this
+    /// context fails with [`Error::DeviceLost`]. For tests of recovery and for releasing GPU
+    /// memory without waiting for the last reference to go.
+    pub fn destroy(&self) {
+        self.device.destroy();
+        // The callback runs on the next maintenance natively; record the loss now so that
+        // the very next call sees it on every target.
+        if let Ok(mut l) = self.lost.lock() {
+            l.get_or_insert_with(|| "Destroyed: the device was destroyed".to_string());
+        }
+    }
+
+    /// The first GPU error recorded since the last call, if any; [`Error::DeviceLost`] once
+    /// the device is lost (the errors a lost device raises are its consequences).
     pub fn take_error(&self) -> Result<()> {
         let mut v = self.errors.lock().map_err(|_| Error::Gpu("error sink poisoned".into()))?;
+        if let Some(why) = self.lost() {
+            v.clear();
+            return Err(Error::DeviceLost(why));
+        }
         if v.is_empty() {
             Ok(())
         } else {
@@ -307,9 +342,10 @@ impl GpuContext {
     /// Wait for the queue natively (a no-op on the web, where the browser drives mapping).
     pub(crate) fn poll(&self) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+        if let Err(e) = self.device.poll(wgpu::PollType::wait_indefinitely()) {
+            self.check_lost()?;
+            return Err(Error::Gpu(e.to_string()));
+        }
         Ok(())
     }
 
@@ -351,15 +387,17 @@ impl Readback {
 
     /// Map and read the staging buffer after the submit that filled it. Asynchronous on
     /// every target; natively it polls the device, on the web it yields to the event loop.
-    /// Returns [`Error::Gpu`] if the map failed or any GPU error was recorded meanwhile.
+    /// Returns [`Error::Gpu`] if the map failed or any GPU error was recorded meanwhile, and
+    /// [`Error::DeviceLost`] once the device is lost.
     pub async fn read(&self, ctx: &GpuContext) -> Result<Vec<u8>> {
+        ctx.check_lost()?;
         let slice = self.staging.slice(..self.bytes);
         let (tx, rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
         ctx.poll()?;
-        let mapped = rx.await.map_err(|_| Error::Gpu("readback dropped (device lost?)".into()));
+        let mapped = rx.await.map_err(|_| Error::Gpu("readback dropped".into()));
         ctx.take_error()?;
         mapped?.map_err(|e| Error::Gpu(format!("readback map failed: {e}")))?;
         let out = slice

@@ -159,6 +159,7 @@ impl Mimi {
         if let Some(i) = pcm.iter().position(|v| !v.is_finite()) {
             return Err(Error::Input(format!("sample {i} of the frame is not finite")));
         }
+        self.ctx.check_lost()?;
         self.ctx.queue.write_buffer(&self.pcm_in, 0, bytemuck::cast_slice(pcm));
         self.enc.submit(&self.ctx, &self.codes_out, self.steps_per_frame);
         let bytes = self.enc.readback.read(&self.ctx).await?;

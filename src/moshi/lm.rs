@@ -276,6 +276,7 @@ impl Lm {
     /// [`Self::read_tokens`].
     pub fn submit(&mut self, tokens: &[i32], decoder: Option<(&Plan, &wgpu::Buffer, &Readback)>) -> Result<()> {
         self.upload(tokens)?;
+        self.ctx.check_lost()?;
         let mut plans = vec![&self.temporal, &self.depformer];
         if let Some((plan, _, _)) = decoder {
             plans.push(plan);

@@ -160,4 +160,26 @@ impl MoshiSession {
         self.text = TextStream::new().skip_padding(self.padding);
         self.frames = 0;
     }
+
+    /// Whether the WebGPU device was lost (then every `step` rejects with the loss: load
+    /// again to continue on a new device).
+    #[wasm_bindgen(getter, js_name = deviceLost)]
+    pub fn device_lost(&self) -> bool {
+        self.session.context().lost().is_some()
+    }
+}
+
+/// Disposing (`free()` from JS) destroys the session's own WebGPU device, so that its GPU
+/// memory goes at once rather than when the garbage collector reaches every buffer.
+impl Drop for MoshiSession {
+    fn drop(&mut self) {
+        self.session.context().destroy();
+    }
+}
+
+impl MoshiSession {
+    /// The session underneath (its GPU context, for Rust callers and tests).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
 }

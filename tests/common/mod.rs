@@ -6,6 +6,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 pub mod moshi;
+pub mod small;
 
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::MimiConfig;
