@@ -13,7 +13,7 @@ mod common;
 use std::rc::Rc;
 
 use common::moshi::*;
-use inferencelayer::moshi::synthetic::lm_gguf;
+use inferencelayer::moshi::synthetic::{lm_gguf, upload_synthetic};
 use inferencelayer::moshi::{Lm, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::{Error, GpuContext};
@@ -207,5 +207,25 @@ fn bad_checkpoints_are_refused_naming_the_tensor_and_nothing_is_kept() {
         assert!(matches!(&e, Error::MissingTensor(n) if n.starts_with("depformer.") && n.contains(".transformer.layers.2.")), "{e:?}");
         eprintln!("GGUF, config disagrees: {e}");
         expect_refused(&ctx, &g, &gguf[..gguf.len() - 100], |e| matches!(e, Error::Stream { format: "GGUF", tensor: Some(_), .. }), "GGUF truncated");
+    });
+}
+
+/// `upload_synthetic` (the wasm build's benchmark weights, written tensor by tensor) gives
+/// the buffers of the in-memory synthetic weights uploaded (what `bench-lm` runs), bit for
+/// bit, for two seeds; a third seed differs.
+#[test]
+fn synthetic_weights_written_tensor_by_tensor_equal_the_uploaded_ones() {
+    pollster::block_on(async {
+        let g = lm_golden();
+        let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
+        for seed in [3, 42] {
+            let streamed = upload_synthetic(&ctx, &g.config, seed).unwrap();
+            let uploaded = LmWeights::synthetic(&g.config, seed).unwrap().upload(&ctx).unwrap();
+            let n = same_buffers(&ctx, &streamed, &uploaded, &format!("seed {seed}")).await;
+            eprintln!("seed {seed}: {n} buffers equal");
+        }
+        let (a, b) = (upload_synthetic(&ctx, &g.config, 5).unwrap(), upload_synthetic(&ctx, &g.config, 6).unwrap());
+        let n = (a.text_emb.size() / 4) as usize;
+        assert_ne!(ctx.read_f32(&a.text_emb, n).await.unwrap(), ctx.read_f32(&b.text_emb, n).await.unwrap(), "the seed must change the weights");
     });
 }

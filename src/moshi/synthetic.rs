@@ -19,7 +19,9 @@
 
 use super::config::LmConfig;
 use super::lm::LmWeights;
-use super::transformer::{Layer, LmTransformer, Q8Linear, StepWeights};
+use super::loader::LmGpuWeights;
+use super::transformer::{GpuQ8, GpuTransformer, Layer, LmTransformer, Q8Linear, StepWeights};
+use crate::gpu::GpuContext;
 use crate::error::{Error, Result};
 use crate::weights::q8::{quantize_block, Q8Tensor, BLOCK};
 use crate::weights::synthetic::Stream;
@@ -243,6 +245,78 @@ impl LmWeights {
     pub fn synthetic(config: &LmConfig, seed: u64) -> Result<LmWeights> {
         synthetic_weights(config, seed)
     }
+}
+
+/// The seeded synthetic weights of `config` written straight into GPU buffers, tensor by
+/// tensor: the same buffers, bit for bit, as `LmWeights::synthetic(config, seed)?.upload(ctx)`,
+/// but host memory holds one tensor at a time (at most one embedding table, 525 MB for Moshi
+/// 7B's `text_emb.weight`), never the model: what a wasm32 heap (4 GB) can build Moshi 7B
+/// with. Errors: [`Error::Config`] for an invalid config, [`Error::Limit`] from
+/// [`LmGpuWeights::allocate`], the device's error after the writes.
+pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Result<LmGpuWeights> {
+    let g = LmGpuWeights::allocate(ctx, config)?;
+    let c = config;
+    let q = &ctx.queue;
+    let f = |buf: &wgpu::Buffer, offset: u64, v: &[f32]| q.write_buffer(buf, offset, bytemuck::cast_slice(v));
+    let l = |gpu: &GpuQ8, cpu: Result<Q8Linear>| -> Result<()> {
+        let cpu = cpu?;
+        q.write_buffer(&gpu.quants, 0, cpu.q8.quants_bytes());
+        q.write_buffer(&gpu.scales, 0, cpu.q8.scales_bytes());
+        q.submit([]);
+        Ok(())
+    };
+    let t = |gpu: &GpuTransformer, prefix: &str| -> Result<()> {
+        let steps = gpu.layers.first().map_or(1, Vec::len);
+        for (li, gl) in gpu.layers.iter().enumerate() {
+            let p = format!("{prefix}.layers.{li}");
+            let (stacked_in, stacked_out) = (format!("{p}.self_attn.in_proj_weight"), format!("{p}.self_attn.out_proj.weight"));
+            let (norm1, norm2) = (alpha(&format!("{p}.norm1.alpha"), seed, gpu.dim)?, alpha(&format!("{p}.norm2.alpha"), seed, gpu.dim)?);
+            for (k, gs) in gl.iter().enumerate() {
+                let gating = if steps == 1 { format!("{p}.gating") } else { format!("{p}.gating.{k}") };
+                f(&gs.norm1, 0, &norm1);
+                f(&gs.norm2, 0, &norm2);
+                l(&gs.in_proj, linear(&stacked_in, seed, k * 3 * gpu.dim, 3 * gpu.dim, gpu.dim))?;
+                l(&gs.out_proj, linear(&stacked_out, seed, k * gpu.dim, gpu.dim, gpu.dim))?;
+                l(&gs.linear_in, linear(&format!("{gating}.linear_in.weight"), seed, 0, 2 * gpu.hidden, gpu.dim))?;
+                l(&gs.linear_out, linear(&format!("{gating}.linear_out.weight"), seed, 0, gpu.dim, gpu.hidden))?;
+            }
+        }
+        Ok(())
+    };
+    let (d, dd, rows) = (c.dim, c.depformer_dim, c.card + 1);
+    let mut part = vec![0f32; rows * d];
+    for n in 0..c.n_q {
+        fill_f32(&format!("emb.{n}.weight"), seed, rows, d, &mut part, emb_value)?;
+        f(&g.emb, (n * rows * d * 4) as u64, &part);
+    }
+    drop(part);
+    f(&g.text_emb, 0, &table("text_emb.weight", seed, c.text_card + 1, d)?);
+    q.submit([]);
+    t(&g.transformer, "transformer")?;
+    f(&g.out_norm, 0, &alpha("out_norm.alpha", seed, d)?);
+    l(&g.text_linear, linear("text_linear.weight", seed, 0, c.text_card, d))?;
+    for (k, gpu) in g.depformer_in.iter().enumerate() {
+        l(gpu, linear(&format!("depformer_in.{k}.weight"), seed, 0, dd, d))?;
+    }
+    f(&g.depformer_text_emb, 0, &table("depformer_text_emb.weight", seed, c.text_card + 1, dd)?);
+    for (j, gpu) in g.depformer_emb.iter().enumerate() {
+        f(gpu, 0, &table(&format!("depformer_emb.{j}.weight"), seed, rows, dd)?);
+    }
+    t(&g.depformer, "depformer")?;
+    for (k, gpu) in g.linears.iter().enumerate() {
+        l(gpu, linear(&format!("linears.{k}.weight"), seed, 0, c.card, dd))?;
+    }
+    q.submit([]);
+    ctx.take_error()?;
+    Ok(g)
+}
+
+/// The synthetic user codes of `bench-lm` and the wasm build's `benchLm`: frame `t`, stream
+/// `k` is `floor(card * uniform01(seed, t, 1000 + k, 0))`, `users` codes in `0..card`.
+pub fn bench_user_codes(seed: u32, t: usize, users: usize, card: usize) -> Vec<u32> {
+    (0..users)
+        .map(|k| ((card as f32 * super::sampler::uniform01(seed, t as u32, 1000 + k as u32, 0)) as u32).min(card as u32 - 1))
+        .collect()
 }
 
 /// The names Kyutai's `scripts/import_rust.py` gives the released state dict's tensors for

@@ -6,6 +6,7 @@
 //!   with Moshi's text decoded;
 //! - [`codec`]: [`MimiCodec`], Mimi alone (encode and decode frames on the GPU), and
 //!   [`mimi_cpu_roundtrip`], the CPU oracle over a whole clip;
+//! - [`bench`]: `benchLm`, the native `bench-lm`'s LM loop on this WebGPU;
 //! - [`resample`]: [`StreamResampler`], the device's rate to and from 24 kHz;
 //! - [`limits`]: emulated device limits and the capability check made before a download;
 //! - [`load`]: the models' weights from a URL (streamed) or a file's bytes;
@@ -14,6 +15,7 @@
 //!
 //! Errors reach JavaScript as `Error`s carrying [`crate::Error`]'s message.
 
+pub mod bench;
 pub mod cache;
 pub mod codec;
 pub mod fetch;

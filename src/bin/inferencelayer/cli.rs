@@ -34,7 +34,7 @@ use clap::{Args, Parser, Subcommand};
 use inferencelayer::audio;
 use inferencelayer::moshi::synthetic as lm_synthetic;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
-use inferencelayer::moshi::{sampler, Lm, LmConfig, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling, StreamSampling};
+use inferencelayer::moshi::{Lm, LmConfig, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling, StreamSampling};
 use inferencelayer::mimi::MimiLoader;
 use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
@@ -1075,14 +1075,6 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     Ok(())
 }
 
-/// The synthetic user codes of `bench-lm`: frame `t`, stream `k` is
-/// `floor(card * uniform01(seed, t, 1000 + k, 0))`.
-fn bench_user_codes(seed: u32, t: usize, users: usize, card: usize) -> Vec<u32> {
-    (0..users)
-        .map(|k| ((card as f32 * sampler::uniform01(seed, t as u32, 1000 + k as u32, 0)) as u32).min(card as u32 - 1))
-        .collect()
-}
-
 /// `bench-lm`. Times every LMGen frame as it runs (`Lm::submit` then `Lm::read_tokens`: the
 /// frame's submits and one readback of `4 (1 + dep_q)` bytes; the CPU's share is the
 /// recording and submitting), then the same frames again on a new stream with the temporal
@@ -1137,7 +1129,7 @@ async fn bench_lm(
     let mut gen = LmGen::new(&config);
     let (mut step_ms, mut cpu_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
     for t in 0..warmup + frames {
-        let codes = bench_user_codes(seed as u32, t, users, config.card);
+        let codes = lm_synthetic::bench_user_codes(seed as u32, t, users, config.card);
         let t0 = now();
         let input = gen.input(&codes)?;
         lm.submit(&input, None)?;
@@ -1155,7 +1147,7 @@ async fn bench_lm(
     let mut gen = LmGen::new(&config);
     let (mut temporal_ms, mut depformer_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
     for t in 0..warmup + frames {
-        let codes = bench_user_codes(seed as u32, t, users, config.card);
+        let codes = lm_synthetic::bench_user_codes(seed as u32, t, users, config.card);
         let input = gen.input(&codes)?;
         let (generated, [tt, td]) = lm.step_timed(&input, now).await?;
         gen.output(&generated);
