@@ -209,6 +209,19 @@ function nonNegative(where, name, v) {
 
 const reject = (e) => Promise.reject(e);
 
+// Emulated device limits: both keys, positive whole numbers of bytes, or nothing.
+function limitsOf(where, l) {
+  if (l === undefined || l === null) return null;
+  if (typeof l !== "object" || Array.isArray(l)) throw new TypeError(`${where}: \`limits\` must be an object { maxStorageBufferBindingSize, maxBufferSize } (bytes), got ${typeName(l)}`);
+  const keys = ["maxStorageBufferBindingSize", "maxBufferSize"];
+  for (const k of Object.keys(l)) if (!keys.includes(k)) throw new TypeError(`${where}: \`limits.${k}\` is not a limit this API emulates (${keys.join(", ")})`);
+  for (const k of keys) {
+    const v = l[k];
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) throw new RangeError(`${where}: \`limits.${k}\` must be a positive whole number of bytes, got ${typeName(v)}`);
+  }
+  return { maxStorageBufferBindingSize: l.maxStorageBufferBindingSize, maxBufferSize: l.maxBufferSize };
+}
+
 /**
  * Full-duplex Moshi: events `text` ({ frame, token, text }), `frame` ({ frame, encodeMs,
  * stepMs, totalMs, lagMs }), `progress` ({ file, loaded, total }), `error`, `devicelost`
@@ -231,8 +244,7 @@ export class Moshi extends EventTarget {
     this.frameTimes = [];
     // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
     // (below the adapter's): checks and loads keep to them.
-    if (o.limits != null && typeof o.limits !== "object") throw new TypeError(`new Moshi: limits must be an object { maxStorageBufferBindingSize, maxBufferSize } (bytes), not ${typeof o.limits}`);
-    this.limits = o.limits || null;
+    this.limits = limitsOf("new Moshi", o.limits);
   }
 
   /**
@@ -243,8 +255,12 @@ export class Moshi extends EventTarget {
    * split, fits, error, limit, needed, allowed }], fits, error }`: `error` names the limit
    * (`maxStorageBufferBindingSize`, `maxBufferSize`) and the bytes needed and allowed.
    */
-  async checkRequirements({ mimiConfig, lmConfig, lm = true } = {}) {
-    return await this.client.call("check", { mimiConfig, lmConfig, withLm: lm, limits: this.limits });
+  async checkRequirements(opts) {
+    const w = "Moshi.checkRequirements";
+    this.#usable(w);
+    const { mimiConfig, lmConfig, lm = true } = options(w, opts);
+    const fields = { mimiConfig: configOf(w, "mimiConfig", mimiConfig), lmConfig: configOf(w, "lmConfig", lmConfig), withLm: booleanOf(w, "lm", lm), limits: this.limits };
+    return await this.client.call("check", fields);
   }
 
   /**
@@ -256,7 +272,6 @@ export class Moshi extends EventTarget {
     const w = "Moshi.load";
     this.#usable(w);
     const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options(w, opts);
-    this.lastLoad = { moshi: opts, codec: this.lastLoad?.codec };
     const fields = {
       mode: "moshi",
       sources: { mimi: sourceOf(w, "mimi", mimi, true), lm: sourceOf(w, "lm", lm, true), tokenizer: sourceOf(w, "tokenizer", tokenizer, false) },
@@ -267,6 +282,7 @@ export class Moshi extends EventTarget {
       limits: this.limits,
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
+    this.lastLoad = { moshi: opts, codec: this.lastLoad?.codec };
     this.loaded = await this.client.loadWith(fields, how);
     this.loaded.mode = "moshi";
     return this.loaded;
@@ -277,7 +293,6 @@ export class Moshi extends EventTarget {
     const w = "Moshi.loadCodec";
     this.#usable(w);
     const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options(w, opts);
-    this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
     const fields = {
       mode: "codec",
       sources: { mimi: sourceOf(w, "mimi", mimi, true) },
@@ -285,7 +300,9 @@ export class Moshi extends EventTarget {
       keepForCheck: booleanOf(w, "keepForCheck", keepForCheck),
       limits: this.limits,
     };
-    this.codecLoaded = await this.client.loadWith(fields, { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) });
+    const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
+    this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
+    this.codecLoaded = await this.client.loadWith(fields, how);
     return this.codecLoaded;
   }
 

@@ -34,6 +34,20 @@ pub struct Session {
     max_delay: usize,
 }
 
+/// Whether a codec of `mimi` and an LM of `lm` can run together, from their configs alone
+/// (before any download): Mimi must run the LM's `dep_q` codebooks and its codebooks must
+/// cover the LM's `card`. [`Error::Config`] naming the key otherwise. [`Session::new`]
+/// checks the same of the loaded weights.
+pub fn check_configs(mimi: &crate::MimiConfig, lm: &crate::moshi::LmConfig) -> Result<()> {
+    if mimi.num_codebooks != lm.dep_q {
+        return Err(Error::config("num_codebooks", format!("the codec runs {} codebooks, the LM generates {}: give a Mimi config with num_codebooks {}", mimi.num_codebooks, lm.dep_q, lm.dep_q)));
+    }
+    if lm.card > mimi.quantizer.bins {
+        return Err(Error::config("card", format!("the LM's {} audio tokens exceed the codec's {} bins", lm.card, mimi.quantizer.bins)));
+    }
+    Ok(())
+}
+
 impl Session {
     /// Build both models' plans on `ctx`, the LM over its GPU-resident weights (streamed by
     /// [`crate::moshi::LmLoader`] or uploaded by [`LmGpuWeights::upload`]). The codec must run

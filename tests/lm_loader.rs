@@ -225,7 +225,8 @@ fn synthetic_weights_written_tensor_by_tensor_equal_the_uploaded_ones() {
             eprintln!("seed {seed}: {n} buffers equal");
         }
         let (a, b) = (upload_synthetic(&ctx, &g.config, 5).unwrap(), upload_synthetic(&ctx, &g.config, 6).unwrap());
-        let n = (a.text_emb.size() / 4) as usize;
-        assert_ne!(ctx.read_f32(&a.text_emb, n).await.unwrap(), ctx.read_f32(&b.text_emb, n).await.unwrap(), "the seed must change the weights");
+        let (pa, pb) = (&a.text_emb.parts[0].0, &b.text_emb.parts[0].0);
+        let n = (pa.size() / 4) as usize;
+        assert_ne!(ctx.read_f32(pa, n).await.unwrap(), ctx.read_f32(pb, n).await.unwrap(), "the seed must change the weights");
     });
 }

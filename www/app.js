@@ -73,7 +73,7 @@ function ensureMoshi() {
   if (app.moshi) return app.moshi;
   // ?limits=BINDING,BUFFER (MiB): emulate a smaller device, e.g. ?limits=128,256 for
   // WebGPU's defaults.
-  const [binding, buffer] = (params.get("limits") || "").split(",").map((v) => Number(v) * (1 << 20));
+  const [binding, buffer] = (params.get("limits") || "").split(",").map((v) => Math.floor(Number(v) * (1 << 20)));
   const m = new Moshi(binding > 0 ? { limits: { maxStorageBufferBindingSize: binding, maxBufferSize: buffer > 0 ? buffer : binding } } : {});
   m.addEventListener("text", (e) => {
     app.textEvents++;

@@ -132,14 +132,14 @@ impl Requirements {
                     self.split.push((name.to_string(), parts.len()));
                 }
                 for (k, &(_, n)) in parts.iter().enumerate() {
-                    self.buffer(part_name(name, k, parts.len()), 4 * (n * cols) as u64);
+                    self.buffer(part_name(name, k, parts.len()), 4 * n as u64 * cols as u64);
                 }
             }
             Err(_) => {
                 if self.unsplittable.is_none() {
                     self.unsplittable = Some(BufferNeed { name: format!("one row of table `{name}`"), bytes: 4 * cols as u64 });
                 }
-                self.buffer(name, 4 * (rows * cols) as u64);
+                self.buffer(name, 4 * rows as u64 * cols as u64);
             }
         }
     }

@@ -34,7 +34,7 @@ pub fn requirements(config: &MimiConfig, limits: &GpuLimits) -> Result<Requireme
         if name.starts_with("quantizer.") || name.contains("_transformer.") {
             continue;
         }
-        r.buffer(name, 4 * shape.iter().product::<usize>() as u64);
+        r.buffer(name, 4 * shape.iter().map(|&n| n as u64).product::<u64>());
     }
     let t = &config.transformer;
     let (d, f) = (t.d_model as u64, t.dim_feedforward as u64);
@@ -53,17 +53,17 @@ pub fn requirements(config: &MimiConfig, limits: &GpuLimits) -> Result<Requireme
             continue;
         }
         let p = format!("quantizer.{which}");
-        let codebooks = 4 * (levels * q.bins * q.dimension) as u64;
-        r.buffer(format!("{p}.input_proj"), 4 * (q.dimension * q.input_dimension) as u64);
+        let codebooks = 4 * levels as u64 * q.bins as u64 * q.dimension as u64;
+        r.buffer(format!("{p}.input_proj"), 4 * q.dimension as u64 * q.input_dimension as u64);
         r.buffer(format!("{p}.codebooks"), codebooks);
-        r.buffer(format!("{p}.output_proj"), 4 * (q.output_dimension * q.dimension) as u64);
+        r.buffer(format!("{p}.output_proj"), 4 * q.output_dimension as u64 * q.dimension as u64);
         r.buffer(format!("{p}.codebooks"), codebooks);
     }
     for which in ["encoder_transformer", "decoder_transformer"] {
         for l in 0..t.num_layers {
             let p = format!("{which}.layers.{l}.self_attn");
-            r.buffer(format!("{p}.k_ring"), 4 * (t.context * t.d_model) as u64);
-            r.buffer(format!("{p}.v_ring"), 4 * (t.context * t.d_model) as u64);
+            r.buffer(format!("{p}.k_ring"), 4 * t.context as u64 * t.d_model as u64);
+            r.buffer(format!("{p}.v_ring"), 4 * t.context as u64 * t.d_model as u64);
             r.buffer(format!("{p}.pos_ring"), 4 * t.context as u64);
         }
     }

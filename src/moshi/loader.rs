@@ -145,8 +145,8 @@ pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirement
     }
     for (name, layers, dim, ring) in [("transformer", c.num_layers, d, c.context), ("depformer", c.depformer_num_layers, dd, c.dep_q)] {
         for l in 0..layers {
-            r.buffer(format!("{name}.layers.{l}.k_ring"), 4 * (ring * dim) as u64);
-            r.buffer(format!("{name}.layers.{l}.v_ring"), 4 * (ring * dim) as u64);
+            r.buffer(format!("{name}.layers.{l}.k_ring"), 4 * ring as u64 * dim as u64);
+            r.buffer(format!("{name}.layers.{l}.v_ring"), 4 * ring as u64 * dim as u64);
             r.buffer(format!("{name}.layers.{l}.pos_ring"), 4 * ring as u64);
         }
     }

@@ -287,10 +287,10 @@ pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Resul
     let mut part = vec![0f32; rows * d];
     for n in 0..c.n_q {
         fill_f32(&format!("emb.{n}.weight"), seed, rows, d, &mut part, emb_value)?;
-        f(&g.emb, (n * rows * d * 4) as u64, &part);
+        g.emb.write_rows(q, n * rows, &part)?;
     }
     drop(part);
-    f(&g.text_emb, 0, &table("text_emb.weight", seed, c.text_card + 1, d)?);
+    g.text_emb.write_rows(q, 0, &table("text_emb.weight", seed, c.text_card + 1, d)?)?;
     q.submit([]);
     t(&g.transformer, "transformer")?;
     f(&g.out_norm, 0, &alpha("out_norm.alpha", seed, d)?);
@@ -298,9 +298,9 @@ pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Resul
     for (k, gpu) in g.depformer_in.iter().enumerate() {
         l(gpu, linear(&format!("depformer_in.{k}.weight"), seed, 0, dd, d))?;
     }
-    f(&g.depformer_text_emb, 0, &table("depformer_text_emb.weight", seed, c.text_card + 1, dd)?);
+    g.depformer_text_emb.write_rows(q, 0, &table("depformer_text_emb.weight", seed, c.text_card + 1, dd)?)?;
     for (j, gpu) in g.depformer_emb.iter().enumerate() {
-        f(gpu, 0, &table(&format!("depformer_emb.{j}.weight"), seed, rows, dd)?);
+        gpu.write_rows(q, 0, &table(&format!("depformer_emb.{j}.weight"), seed, rows, dd)?)?;
     }
     t(&g.depformer, "depformer")?;
     for (k, gpu) in g.linears.iter().enumerate() {

@@ -94,6 +94,7 @@ impl MoshiSession {
         // both models checked against the device before either download starts
         let limits = ctx.info.limits();
         crate::moshi::requirements(&lc, &limits)?.check()?;
+        crate::session::check_configs(&mc, &lc)?;
         let mimi_w = load::mimi_weights(&mc, &limits, mimi, mimi_len).await?;
         let lm_w = load::lm_weights(ctx.clone(), &lc, lm, lm_len).await?;
         let adapter = ctx.info.to_string();

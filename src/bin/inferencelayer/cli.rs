@@ -321,13 +321,34 @@ fn mismatch_hint(e: Error, path: &Path, flag: &str, default: &str) -> Error {
 /// Refuse an output that is the input (`roundtrip a.wav a.wav`): writing it would destroy
 /// what is being read.
 fn distinct(input: &Path, output: &Path) -> Result<()> {
-    let same = match (std::fs::canonicalize(input), std::fs::canonicalize(output)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => input == output,
-    };
-    if same {
+    distinct_from(output, &[input])
+}
+
+/// Whether two paths name one file: the same canonical path, or (on Unix, both existing) the
+/// same device and inode, so a hard link or a symbolic link is seen through.
+fn same_file(a: &Path, b: &Path) -> bool {
+    if let (Ok(x), Ok(y)) = (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        if x == y {
+            return true;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    a == b
+}
+
+/// Refuses an `output` that is one of the files the command reads (its input, a checkpoint, a
+/// config, a tokenizer): writing it would destroy what is read. [`Error::Input`] naming it.
+fn distinct_from(output: &Path, inputs: &[&Path]) -> Result<()> {
+    if let Some(i) = inputs.iter().find(|i| same_file(i, output)) {
+        let what = if i.as_os_str() == output.as_os_str() { String::new() } else { format!(" {}", i.display()) };
         return Err(Error::Input(format!(
-            "the output {} is the input: writing it would destroy what is read; choose another output",
+            "the output {} is the input{what} (a file this command reads): writing it would destroy it; choose another output",
             output.display()
         )));
     }
@@ -335,6 +356,13 @@ fn distinct(input: &Path, output: &Path) -> Result<()> {
 }
 
 impl CodecArgs {
+    /// The files this command reads besides its input: the checkpoint and the config.
+    fn reads<'a>(&'a self, input: &'a Path) -> Vec<&'a Path> {
+        let mut v = vec![input, self.checkpoint.as_path()];
+        v.extend(self.config.as_deref());
+        v
+    }
+
     /// The configuration: `--config` or the released codec, with `--codebooks` applied.
     fn config(&self) -> Result<MimiConfig> {
         let mut config = match &self.config {
@@ -387,7 +415,7 @@ fn pad_to_frames(mut pcm: Vec<f32>, fs: usize) -> Vec<f32> {
 }
 
 async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct(input, output)?;
+    distinct_from(output, &codec.reads(input))?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -404,7 +432,7 @@ async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct(input, output)?;
+    distinct_from(output, &codec.reads(input))?;
     let config = codec.config()?;
     let n_q = config.num_codebooks;
     let (_, k) = audio::codes_shape(input)?;
@@ -430,7 +458,7 @@ async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct(input, output)?;
+    distinct_from(output, &codec.reads(input))?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -449,6 +477,7 @@ async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()>
 }
 
 fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
+    distinct_from(output, &config.into_iter().collect::<Vec<_>>())?;
     let start = Instant::now();
     let (specs, bytes) = match config {
         None => {
@@ -822,7 +851,7 @@ async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Re
 async fn check_command(lm_config_path: Option<&Path>, mimi_config_path: Option<&Path>, emulated: (Option<u64>, Option<u64>, bool), json: bool) -> Result<()> {
     let lc = lm_config(lm_config_path, || Ok(LmConfig::default()))?;
     let mc = match mimi_config_path {
-        Some(path) => MimiConfig::from_json(&std::fs::read_to_string(path).map_err(|e| file_error(path, format!("cannot read the config: {e}")))?)?,
+        Some(path) => mimi_config_file(path)?,
         None => MimiConfig::default(),
     };
     let (binding, buffer, defaults) = emulated;
@@ -849,6 +878,7 @@ async fn check_command(lm_config_path: Option<&Path>, mimi_config_path: Option<&
 }
 
 fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
+    distinct_from(output, &config.into_iter().collect::<Vec<_>>())?;
     let config = lm_config(config, || LmConfig::from_json(SMALL_LM_CONFIG))?;
     let specs = config.tensor_specs();
     let start = Instant::now();
@@ -912,8 +942,10 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     if a.max_frames == Some(0) {
         return Err(Error::Input("--max-frames must be at least 1".into()));
     }
+    let mut reads: Vec<&Path> = vec![a.input.as_path(), a.lm.as_path()];
+    reads.extend(a.mimi.as_deref().into_iter().chain(a.mimi_config.as_deref()).chain(a.lm_config.as_deref()).chain(a.tokenizer.as_deref()));
     for written in output.iter().chain(&a.tokens_out) {
-        distinct(&a.input, written)?;
+        distinct_from(written, &reads)?;
     }
     if let (Some(o), Some(t)) = (&output, &a.tokens_out) {
         if distinct(o, t).is_err() {
