@@ -266,7 +266,9 @@ export class Moshi extends EventTarget {
   /**
    * Load Mimi and Moshi's LM (URLs or Files/Blobs; configs as objects or JSON text, omitted
    * for the released Mimi and Moshi 7B; an optional SentencePiece tokenizer). Resolves to
-   * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts.
+   * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts. A load replaces
+   * what was loaded: the old model is freed first, so after a failed or aborted load nothing is
+   * loaded (`start()` says so) until a load succeeds.
    */
   async load(opts) {
     const w = "Moshi.load";
@@ -283,6 +285,9 @@ export class Moshi extends EventTarget {
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
     this.lastLoad = { moshi: opts, codec: this.lastLoad?.codec };
+    // A load replaces the model in the worker: the old one is freed first (two Moshi 7B
+    // would not fit one GPU), so if this load fails or is aborted nothing stays loaded.
+    this.loaded = null;
     this.loaded = await this.client.loadWith(fields, how);
     this.loaded.mode = "moshi";
     return this.loaded;
@@ -302,6 +307,7 @@ export class Moshi extends EventTarget {
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
     this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
+    this.codecLoaded = null; // as in load(): the old codec is freed before the new one loads
     this.codecLoaded = await this.client.loadWith(fields, how);
     return this.codecLoaded;
   }
