@@ -14,12 +14,9 @@
 //   node --test tests/e2e/audio_faults.test.mjs    (after ./build.sh has built www/)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
-import { chromium } from "playwright-core";
+import { ROOT, serve, launchChromium } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 const SPEECH = process.env.E2E_SPEECH || `${ROOT}/out/e2e-speech.wav`;
 
 let server, browser, context, page;
@@ -34,23 +31,9 @@ before(async () => {
   for (const f of [`${ROOT}/www/pkg/moshi.js`, `${ROOT}/www/models/mimi.safetensors`, SPEECH]) {
     assert.ok(existsSync(f), `${f} is missing: run ./build.sh first`);
   }
-  server = spawn(process.execPath, [`${ROOT}/scripts/serve.mjs`, `${ROOT}/www`, "0"], { stdio: ["ignore", "pipe", "inherit"] });
-  const url = await new Promise((ok, fail) => {
-    server.stdout.on("data", (d) => {
-      const m = /(http:\/\/\S+)/.exec(String(d));
-      if (m) ok(m[1]);
-    });
-    server.on("exit", (c) => fail(new Error(`server exited ${c}`)));
-  });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--enable-unsafe-webgpu", "--no-sandbox", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-      `--use-file-for-fake-audio-capture=${SPEECH}%noloop`, "--autoplay-policy=no-user-gesture-required",
-      "--disable-background-networking", "--disable-component-update", "--no-first-run",
-    ],
-  });
+  let url;
+  ({ server, url } = await serve(`${ROOT}/www`));
+  browser = await launchChromium({ speech: SPEECH });
   context = await browser.newContext({ viewport: { width: 900, height: 1100 } });
   page = await context.newPage();
   page.on("pageerror", (e) => log("page error:", e.message));

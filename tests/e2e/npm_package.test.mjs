@@ -4,14 +4,13 @@
 // package's worker and the CPU codec through the package's wasm export, on the same frame.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { pathToFileURL, fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { ROOT, serve, launchChromium } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 let dir, server, browser;
 
 before(() => {
@@ -77,13 +76,9 @@ test("npm pack, install the tarball, import the package in a page", async () => 
   })().catch((e) => ({ error: String(e && e.message || e) }));
 </script>`);
 
-  server = spawn(process.execPath, [`${ROOT}/scripts/serve.mjs`, app, "0"], { stdio: ["ignore", "pipe", "inherit"] });
-  const url = await new Promise((ok) => server.stdout.on("data", (d) => { const m = /(http:\/\/\S+)/.exec(String(d)); if (m) ok(m[1]); }));
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-  });
+  let url;
+  ({ server, url } = await serve(app));
+  browser = await launchChromium();
   const page = await browser.newPage();
   page.on("pageerror", (e) => console.log("page error:", e.message));
   await page.goto(url);

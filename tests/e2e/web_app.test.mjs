@@ -8,12 +8,9 @@
 // counted; what must hold is that no captured sample is lost and the stream stays in step.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
-import { resolve } from "node:path";
-import { chromium } from "playwright-core";
+import { ROOT, serve, launchChromium } from "./harness.mjs";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 const SPEECH = process.env.E2E_SPEECH || `${ROOT}/out/e2e-speech.wav`;
 const SECONDS = Number(process.env.E2E_SECONDS || 10);
 const LOOPBACK_FRAMES = Number(process.env.E2E_LOOPBACK_FRAMES || 20);
@@ -27,23 +24,8 @@ before(async () => {
     assert.ok(existsSync(f), `${f} is missing: run ./build.sh first`);
   }
   mkdirSync(OUT, { recursive: true });
-  server = spawn(process.execPath, [`${ROOT}/scripts/serve.mjs`, `${ROOT}/www`, "0"], { stdio: ["ignore", "pipe", "inherit"] });
-  url = await new Promise((ok, fail) => {
-    server.stdout.on("data", (d) => {
-      const m = /(http:\/\/\S+)/.exec(String(d));
-      if (m) ok(m[1]);
-    });
-    server.on("exit", (c) => fail(new Error(`server exited ${c}`)));
-  });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--enable-unsafe-webgpu", "--no-sandbox", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-      `--use-file-for-fake-audio-capture=${SPEECH}%noloop`, "--autoplay-policy=no-user-gesture-required",
-      "--disable-background-networking", "--disable-component-update", "--no-first-run",
-    ],
-  });
+  ({ server, url } = await serve(`${ROOT}/www`));
+  browser = await launchChromium({ speech: SPEECH });
   page = await browser.newPage({ viewport: { width: 900, height: 1100 } });
   page.on("pageerror", (e) => log("page error:", e.message));
   page.on("console", (m) => m.type() === "error" && !/favicon|404/.test(m.text()) && log("console:", m.text()));
