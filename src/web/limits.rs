@@ -20,22 +20,13 @@ thread_local! {
 /// emulation). The device is requested with them; the browser may raise a request below
 /// WebGPU's defaults (128 MiB, 256 MiB) to the defaults, and the context still keeps to
 /// the lower values.
-/// Errors: a value that is not a whole number of bytes above 0 (NaN, negative, fractional).
 #[wasm_bindgen(js_name = emulateLimits)]
-pub fn emulate_limits(max_storage_buffer_binding_size: Option<f64>, max_buffer_size: Option<f64>) -> Result<(), JsError> {
-    let bytes = |name: &str, v: Option<f64>| -> Result<u64, JsError> {
-        match v {
-            None => Ok(u64::MAX),
-            Some(v) if v.is_finite() && v >= 1.0 && v.fract() == 0.0 => Ok(v as u64),
-            Some(v) => Err(JsError::new(&format!("emulateLimits: {name} must be a whole number of bytes above 0, got {v}"))),
-        }
-    };
+pub fn emulate_limits(max_storage_buffer_binding_size: Option<f64>, max_buffer_size: Option<f64>) {
     let v = match (max_storage_buffer_binding_size, max_buffer_size) {
         (None, None) => None,
-        (a, b) => Some(GpuLimits { max_storage_binding: bytes("maxStorageBufferBindingSize", a)?, max_buffer: bytes("maxBufferSize", b)? }),
+        (a, b) => Some(GpuLimits { max_storage_binding: a.map_or(u64::MAX, |v| v.max(0.0) as u64), max_buffer: b.map_or(u64::MAX, |v| v.max(0.0) as u64) }),
     };
     EMULATED.with(|e| e.set(v));
-    Ok(())
 }
 
 /// A context on a new device, keeping to the emulated limits if any.
