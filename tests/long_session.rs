@@ -32,6 +32,12 @@ const MIMI_FRAMES: usize = 60;
 /// The session run for memory: frames, and the frame where the level is taken.
 const SESSION_FRAMES: usize = 80;
 const SESSION_SETTLED: usize = 24;
+/// After the level is taken, the heap may rise on at most this many frames, each by at most
+/// `HEAP_STEP_BYTES`: a pool that grows in steps of 3.5 KiB or 5.3 KiB on this machine when
+/// more submits are in flight (it rose on frames 1, 3 and 20 to 22 of an idle run). A leak of
+/// even one byte a frame rises on all 56.
+const HEAP_STEPS: usize = 4;
+const HEAP_STEP_BYTES: u64 = 8 << 10;
 
 fn gpu_live(ctx: &GpuContext) -> Option<(u64, usize)> {
     ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
@@ -143,19 +149,30 @@ async fn session_memory_stays_flat(ctx: &Rc<GpuContext>) {
     let mut session = m.session(ctx).await.expect("session");
     let mut level = None;
     let mut yielded = 0;
+    // After the level is taken: frames whose end found more heap in use than the frame
+    // before. A leak rises on every frame (the count is of live bytes, not of capacity);
+    // wgpu's pools of command allocators grow in a few steps of a few KiB as the GPU keeps
+    // more submits in flight, which depends on the machine's load.
+    let (mut rises, mut last) = (Vec::new(), 0u64);
     let t0 = std::time::Instant::now();
     for f in 0..SESSION_FRAMES {
         if session.step(&m.frame(f)).await.expect("frame").is_some() {
             yielded += 1;
         }
+        let now = heap::live();
         if f + 1 == SESSION_SETTLED {
             level = Some((gpu_live(ctx), heap::live()));
+        } else if f + 1 > SESSION_SETTLED && now > last {
+            rises.push((f, now - last));
         }
+        last = now;
     }
     let end = (gpu_live(ctx), heap::live());
     let (gpu_at, heap_at) = level.unwrap();
+    let grown = end.1.saturating_sub(heap_at);
     eprintln!(
-        "session, {SESSION_FRAMES} frames ({} ms each; LM {}x past its context, Mimi {}x past its window): GPU {:?} at frame {SESSION_SETTLED}, {:?} at the end; heap {heap_at} B, then {} B",
+        "session, {SESSION_FRAMES} frames ({} ms each; LM {}x past its context, Mimi {}x past its window): GPU {:?} at frame {SESSION_SETTLED}, {:?} at the end; heap {heap_at} B, then {} B; \
+         rises after frame {SESSION_SETTLED} (frame, bytes): {rises:?}",
         t0.elapsed().as_millis() as usize / SESSION_FRAMES,
         SESSION_FRAMES / LM_CONTEXT,
         2 * SESSION_FRAMES / MIMI_CONTEXT,
@@ -165,7 +182,13 @@ async fn session_memory_stays_flat(ctx: &Rc<GpuContext>) {
     );
     assert_eq!(yielded, SESSION_FRAMES - 1);
     assert_eq!(end.0, gpu_at, "GPU memory grew during the session");
-    assert!(end.1 <= heap_at, "the heap grew from {heap_at} B to {} B", end.1);
+    assert!(
+        rises.len() <= HEAP_STEPS && grown <= HEAP_STEP_BYTES * HEAP_STEPS as u64,
+        "the heap grew from {heap_at} B to {} B, rising on {} of {} frames",
+        end.1,
+        rises.len(),
+        SESSION_FRAMES - SESSION_SETTLED
+    );
 }
 
 #[test]
