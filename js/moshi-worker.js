@@ -6,7 +6,7 @@
 // are awaited here, never by the audio thread: the worklet only ever sees the rings.
 //
 // Messages in: { id, type, ... } with type check | load | start | stop | reset | encode |
-// decode | capture | cpuCheck | abort | dispose | stall (a test hook); check and load may
+// decode | capture | cpuCheck | abort | dispose | stall | loseDevice (test hooks); check and load may
 // carry `limits`, the device limits to emulate; each answered by { id, ok, value | error }.
 // Messages out, unprompted: { type: "event", name: "progress" | "frame" | "text" | "error" |
 // "devicelost", detail }.
@@ -76,7 +76,7 @@ const asJson = (c) => (c === undefined || c === null ? undefined : typeof c === 
 
 const isUrl = (s) => typeof s === "string";
 // Progress of a streamed load, as the page sees it: { file, loaded, total }.
-const progressOf = (file) => (p) => emit("progress", { file, loaded: p.loaded, total: p.total || 0, tensor: p.tensor });
+const progressOf = (file) => (p) => emit("progress", { file, loaded: p.loaded, total: p.total || 0, tensor: p.tensor, fromCache: p.fromCache || 0 });
 
 // URLs stream through the Rust loaders (the LM straight into GPU buffers, with Range resume
 // and the Cache API); Files, or a codec kept for the CPU check, go as whole bytes.
@@ -187,6 +187,10 @@ class Loop {
       const t0 = performance.now();
       const lagMs = (this.input.available() / this.rate + this.fifo.len / RATE) * 1000;
       let pcm, detail;
+      if (this.loseDevice) {
+        this.loseDevice = false;
+        destroyDevices();
+      }
       if (this.mode === "loopback") {
         const r = await codec.roundtrip(frame);
         pcm = r.pcm;
@@ -219,6 +223,11 @@ class Loop {
     }
     return this.counts;
   }
+}
+
+function destroyDevices() {
+  session?.destroyDevice();
+  codec?.destroyDevice();
 }
 
 const handlers = {
@@ -314,6 +323,16 @@ const handlers = {
     const frames = loop ? loop.counts.frames : 0;
     while (performance.now() - t0 < ms);
     return { stalledMs: performance.now() - t0, frames };
+  },
+  // Test hook, for fault injection (Moshi.loseDevice): destroy the WebGPU device of the
+  // loaded models, as a driver reset would; the frame loop's next step fails with the loss.
+  // A running loop destroys it before its next frame (a model is borrowed by the Rust side
+  // for as long as one of its steps is awaited).
+  loseDevice() {
+    if (!session && !codec) throw new Error("loseDevice: nothing loaded");
+    if (loop) loop.loseDevice = true;
+    else destroyDevices();
+    return null;
   },
   dispose() {
     session?.free();

@@ -15,6 +15,8 @@ export interface Progress {
   total: number;
   /** The tensor being read, for a streamed load. */
   tensor?: string;
+  /** Of `loaded`, the bytes read from the browser's Cache API rather than the network. */
+  fromCache?: number;
 }
 
 export interface LoadOptions {
@@ -183,6 +185,8 @@ export declare class Moshi extends EventTarget {
   dropBacklog(): Promise<null>;
   /** Test hook (fault injection): the Worker busy-waits `ms` ms (0 to 10000). */
   stallWorker(ms: number): Promise<{ stalledMs: number; frames: number }>;
+  /** Test hook (fault injection): destroy the loaded models' WebGPU device (then `devicelost`). */
+  loseDevice(): Promise<null>;
   stats(): AudioStats | null;
   frameTimeSummary(): { frames: number; p50: number; p95: number; over80: number };
   /** Load the last `load()` / `loadCodec()` again on a new device (after `devicelost`). */

@@ -483,6 +483,15 @@ export class Moshi extends EventTarget {
   }
 
   /**
+   * Test hook, for fault injection: destroy the WebGPU device of the loaded models, as a
+   * driver reset or the browser reclaiming the GPU would. A running session's next frame
+   * fails with the loss: a `devicelost` event, then `reload()` continues on a new device.
+   */
+  loseDevice() {
+    return this.#call("Moshi.loseDevice", "loseDevice");
+  }
+
+  /**
    * Load again what `load()` (and `loadCodec()`) last loaded, on a new WebGPU device from a
    * new adapter: what to do after a `devicelost` event. A running session is stopped first
    * (its stop's failure is the loss, not reported again). Weights streamed from URLs come

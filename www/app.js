@@ -24,7 +24,7 @@ const MODELS = {
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const app = { moshi: null, loaded: null, codecLoaded: null, running: false, transcript: "", textEvents: 0, frames: [], errors: [], last: null };
+const app = { moshi: null, loaded: null, codecLoaded: null, running: false, transcript: "", textEvents: 0, frames: [], errors: [], last: null, deviceLost: [], reloads: [] };
 window.app = app;
 
 for (const [k, m] of Object.entries(MODELS)) $("model").add(new Option(m.label, k));
@@ -85,7 +85,25 @@ function ensureMoshi() {
     }
   });
   m.addEventListener("frame", (e) => app.frames.push(e.detail));
-  m.addEventListener("error", (e) => status("Error: " + e.detail.message, true));
+  m.addEventListener("error", (e) => {
+    // The loss is the `devicelost` handler's to report (with a way out), not an error more.
+    if (!/GPU device lost/.test(e.detail.message)) status("Error: " + e.detail.message, true);
+  });
+  // The GPU device went away (a driver reset, the browser reclaiming the GPU): the models on
+  // it are gone. Stop, and offer to load them again on a new device: the weights come back
+  // from the browser's cache, not the network.
+  m.addEventListener("devicelost", async (e) => {
+    app.deviceLost.push(e.detail.message);
+    app.loaded = app.codecLoaded = null;
+    $("reload").hidden = false;
+    status(`${e.detail.message}. Press "Reload on a new GPU device": the weights come from the browser's cache, not the network.`);
+    if (app.running) {
+      await m.stop({ drainMs: 0 }).catch(() => {});
+      await app.ctx?.close().catch(() => {});
+      app.running = false;
+    }
+    refresh();
+  });
   // The microphone ended (unplugged, permission revoked): the session finishes what it
   // captured and stops by itself; the next start opens the microphone again.
   m.addEventListener("micended", () => {
@@ -115,6 +133,18 @@ function showCapability(cap) {
   $("capability").textContent = `${cap.adapter}: ${lim(cap.adapterLimits)}` + (cap.limits.maxStorageBufferBindingSize !== cap.adapterLimits.maxStorageBufferBindingSize || cap.limits.maxBufferSize !== cap.adapterLimits.maxBufferSize ? ` (emulated: ${lim(cap.limits)})` : "") + ". " + models.join("; ") + ".";
 }
 
+// The progress bar over every file of one load; `sizes` keeps each file's last report.
+function progressBar(sizes) {
+  return (p) => {
+    sizes[p.file] = p;
+    const loaded = Object.values(sizes).reduce((n, s) => n + s.loaded, 0);
+    const total = Object.values(sizes).reduce((n, s) => n + (s.total || s.loaded), 0);
+    $("progress").value = total ? loaded / total : 0;
+    const cached = p.fromCache ? `, ${(p.fromCache / 1e6).toFixed(1)} MB from the cache` : "";
+    $("progress-text").textContent = `${p.file}: ${(p.loaded / 1e6).toFixed(1)} / ${p.total ? (p.total / 1e6).toFixed(1) : "?"} MB${cached}`;
+  };
+}
+
 let abort = null;
 $("load").onclick = async () => {
   const spec = MODELS[$("model").value];
@@ -123,13 +153,7 @@ $("load").onclick = async () => {
   $("abort").disabled = false;
   $("load").disabled = true;
   const sizes = {};
-  const onProgress = (p) => {
-    sizes[p.file] = p;
-    const loaded = Object.values(sizes).reduce((n, s) => n + s.loaded, 0);
-    const total = Object.values(sizes).reduce((n, s) => n + (s.total || s.loaded), 0);
-    $("progress").value = total ? loaded / total : 0;
-    $("progress-text").textContent = `${p.file}: ${(p.loaded / 1e6).toFixed(1)} / ${p.total ? (p.total / 1e6).toFixed(1) : "?"} MB`;
-  };
+  const onProgress = progressBar(sizes);
   try {
     const mimiConfig = await config(spec.mimiConfig);
     const lmConfig = mode() === "loopback" ? undefined : await config(spec.lmConfig);
@@ -161,6 +185,28 @@ $("load").onclick = async () => {
   }
 };
 $("abort").onclick = () => abort && abort.abort();
+
+// After a lost device: what was loaded, again, on a new device from a new adapter.
+$("reload").onclick = async () => {
+  const m = ensureMoshi();
+  const sizes = {};
+  $("reload").disabled = true;
+  status("Loading the model again on a new GPU device...");
+  try {
+    const r = await m.reload({ onProgress: progressBar(sizes) });
+    if (mode() === "loopback") app.codecLoaded = r;
+    else app.loaded = r;
+    app.reloads.push(Object.fromEntries(Object.entries(sizes).map(([f, p]) => [f, { loaded: p.loaded, fromCache: p.fromCache || 0 }])));
+    $("reload").hidden = true;
+    $("progress").value = 1;
+    status(`Reloaded on ${r.adapter || "WebGPU"}: start again.`);
+  } catch (e) {
+    status("Reloading failed: " + e.message, true);
+  } finally {
+    $("reload").disabled = false;
+    refresh();
+  }
+};
 
 // Chrome's echo canceller only hears what an <audio>/<video> element plays: route the output
 // through a loopback RTCPeerConnection into one.

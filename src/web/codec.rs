@@ -98,6 +98,14 @@ impl MimiCodec {
         self.mimi.reset();
         self.decoded = 0;
     }
+
+    /// Fault injection (a test hook): destroy this codec's WebGPU device, as a driver reset
+    /// or the browser reclaiming the GPU would. Every later `encode` / `decode` rejects with
+    /// the loss ("GPU device lost: ..."); a new `load` continues on a new device.
+    #[wasm_bindgen(js_name = destroyDevice)]
+    pub fn destroy_device(&self) {
+        self.mimi.context().destroy();
+    }
 }
 
 /// The CPU oracle over a clip: encode `pcm` (24 kHz, a whole number of frames) frame by

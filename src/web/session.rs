@@ -168,6 +168,14 @@ impl MoshiSession {
     pub fn device_lost(&self) -> bool {
         self.session.context().lost().is_some()
     }
+
+    /// Fault injection (a test hook): destroy this session's WebGPU device, as a driver reset
+    /// or the browser reclaiming the GPU would. Every later `step` rejects with the loss
+    /// ("GPU device lost: ..."); a new `load` continues on a new device.
+    #[wasm_bindgen(js_name = destroyDevice)]
+    pub fn destroy_device(&self) {
+        self.session.context().destroy();
+    }
 }
 
 /// Disposing (`free()` from JS) destroys the session's own WebGPU device, so that its GPU
