@@ -18,11 +18,20 @@
 //            p.input 2: x[r, :] * alpha * rsqrt(p.eps + mean(x[r, :]^2)) (RMSNorm, f32):
 //                       a row group's lanes read all of x[r, :] between them, so they sum
 //                       its squares as they go and scale the dot products at the end
-//   alpha  : [k] f32 as vec4s, the RMSNorm gain (read only when p.input is 2)
+//            p.input 3: x[:k] * rsqrt(p.eps + sum(x[k : k + p.parts]) / k), t = 1: x holds
+//                       a row already times its RMSNorm gain, then p.parts partial sums
+//                       of the row's squares (what p.mode 2 of the kernel that wrote the
+//                       row left in its norm_out); each row group sums the partials
+//   alpha  : [k] f32 as vec4s, the RMSNorm gain (read when p.input is 2); for p.mode 2
+//            [n], the gain of the next RMSNorm
 //   y      : [t, n] f32 (rows from p.y_offset, stride p.y_stride)
+//   norm_out: [n + n / 4] f32, written by p.mode 2 only: y[i] * alpha[i], then for each
+//            row group the sum of its 4 rows' squares (the next RMSNorm's input for
+//            p.input 3; every row of a residual add is final when its group writes it)
 //
 // W[i, j] = q * scale(block j / 32); v = sum_j W[i, j] in[r, j];
-// y = v (p.mode 0), y += v (p.mode 1). k must be a multiple of 32 and n of 4.
+// y = v (p.mode 0), y += v (p.mode 1, and p.mode 2 with t = 1, y_offset 0, y_stride n).
+// k must be a multiple of 32 and n of 4.
 
 struct Params {
     n: u32,
@@ -35,7 +44,7 @@ struct Params {
     input: u32,
     lanes: u32,
     eps: f32,
-    _pad0: u32,
+    parts: u32,
     _pad1: u32,
 }
 
@@ -45,6 +54,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> alpha: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
 
 const WG: u32 = 256u;
 const RT: u32 = 4u;
@@ -135,6 +145,13 @@ fn main(
         let i0 = row0 % p.n;
         let width = select(p.k, 2u * p.k, p.input == 1u);
         let xrow = (p.x_offset + r * width) / 4u;
+        if (p.input == 3u) {
+            // the partial sums of squares behind the row: loads independent of the loop's
+            for (var j = lane; j < p.parts / 4u; j += lanes) {
+                let s = x[p.k / 4u + j];
+                ss += (s.x + s.y) + (s.z + s.w);
+            }
+        }
         var u = lane;
         for (; u + lanes < nu; u += 2u * lanes) {
             let u1 = u + lanes;
@@ -169,19 +186,37 @@ fn main(
         }
         workgroupBarrier();
     }
+    var sq = 0.0;
     if (lane < RT && row0 < total) {
         let o = row0 + lane;
         let r = o / p.n;
         let i = o % p.n;
         var v = red[lane * WG + g * lanes];
-        if (p.input == 2u) {
+        if (p.input >= 2u) {
             v *= inverseSqrt(p.eps + red[4u * WG + g * lanes] / f32(p.k));
         }
         let yo = p.y_offset + r * p.y_stride + i;
-        if (p.mode == 1u) {
-            y[yo] += v;
-        } else {
+        if (p.mode == 0u) {
             y[yo] = v;
+        } else {
+            let yn = y[yo] + v;
+            y[yo] = yn;
+            if (p.mode == 2u) {
+                norm_out[i] = yn * alpha[i / 4u][i % 4u];
+                sq = yn * yn;
+            }
+        }
+    }
+    if (p.mode == 2u) {
+        // the group's 4 squares summed by its lane 0 (segment 4 of red is free here: lanes
+        // below RT read only segments 0 to 3 above, and segment 4 only for p.input >= 2 at
+        // lane 0's own slot, read before this write)
+        workgroupBarrier();
+        red[4u * WG + lid] = sq;
+        workgroupBarrier();
+        if (lane == 0u && row0 < total) {
+            let b = 4u * WG + lid;
+            norm_out[p.n + row0 / RT] = (red[b] + red[b + 1u]) + (red[b + 2u] + red[b + 3u]);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The Q8_0 linear kernel (`shaders/q8_matvec.wgsl`) against a CPU oracle in f64 on the
 //! dequantized weights, for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused
 //! into the matrix-vector kernel (small matrices) and apart from it (from
-//! `Q8_NORM_APART` weights on), on fresh random inputs.
+//! `Q8_NORM_APART` weights on), on fresh random inputs; and the RMSNorm prepared by a
+//! residual add (`q8_linear_residual`) and taken from there (`q8_linear_prenormed`).
 #![cfg(not(target_arch = "wasm32"))]
 
 use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Tensor, Q8_NORM_APART};
+use inferencelayer::moshi::transformer::RMS_EPS;
 use inferencelayer::weights::q8::Q8Tensor;
 
 struct Lcg(u64);
@@ -75,6 +77,64 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
                 let e = rel_err(&got, &matvec(&wd, n, k, input));
                 assert!(e < 1e-5, "{name} [{n}, {k}]: relative error {e:e}");
             }
+        }
+    });
+}
+
+/// A residual add `y += W1 in` (plain and SiLU-gated `in`) that prepares the next RMSNorm,
+/// then a linear `W2` of that norm: the residual, the prepared row (`y * alpha`), the sum of
+/// its partial squares and the normed linear's output against the f64 oracle, at a width
+/// whose row groups span several workgroups.
+#[test]
+fn residual_adds_prepare_the_next_rmsnorm() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x0a0d_0f_0a8);
+        let (m, k1, n) = (1024usize, 352usize, 96usize);
+        for gated in [false, true] {
+            let w1 = Q8Tensor::from_f32("w1", m, k1, &rng.vec(m * k1)).unwrap();
+            let w2 = Q8Tensor::from_f32("w2", n, m, &rng.vec(n * m)).unwrap();
+            let (w1d, w2d) = (dequant(&w1), dequant(&w2));
+            let up = |q: &Q8Tensor| (ctx.storage_bytes("quants", q.quants_bytes()).unwrap(), ctx.storage_bytes("scales", q.scales_bytes()).unwrap());
+            let ((q1, s1), (q2, s2)) = (up(&w1), up(&w2));
+            let x = rng.vec(2 * k1);
+            let y0: Vec<f32> = rng.vec(m).iter().map(|v| 4.0 * v).collect();
+            let alpha = rng.vec(m);
+            let xb = ctx.storage_f32("x", &x).unwrap();
+            let ab = ctx.storage_f32("alpha", &alpha).unwrap();
+            let y = Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![1, m] };
+            let out = ctx.storage_f32("out", &vec![f32::NAN; n]).unwrap();
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            let row = b.normed_row("row", m).unwrap();
+            b.q8_linear_residual("residual", (&q1, &s1), (m, k1), gated, &xb, &y, (&ab, &row)).unwrap();
+            b.q8_linear_prenormed("prenormed", (&q2, &s2), (n, m), (&row, RMS_EPS), (&out, 0, n), false).unwrap();
+            let (plan, _, _) = b.finish();
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan.record(&mut pass);
+            }
+            ctx.queue.submit([enc.finish()]);
+            let xd: Vec<f64> = x.iter().map(|v| *v as f64).collect();
+            let silu = |v: f64| v / (1.0 + (-v).exp());
+            let input: Vec<f64> = if gated { (0..k1).map(|j| silu(xd[j]) * xd[k1 + j]).collect() } else { xd[..k1].to_vec() };
+            let yn: Vec<f64> = matvec(&w1d, m, k1, &input).iter().zip(&y0).map(|(v, y)| v + *y as f64).collect();
+            let got_y = ctx.read_f32(&y.buf, m).await.unwrap();
+            let e = rel_err(&got_y, &yn);
+            assert!(e < 1e-5, "gated {gated}: residual relative error {e:e}");
+            let got_row = ctx.read_f32(&row.buf, m + m / 4).await.unwrap();
+            let scaled: Vec<f64> = yn.iter().zip(&alpha).map(|(v, a)| v * *a as f64).collect();
+            let e = rel_err(&got_row[..m], &scaled);
+            assert!(e < 1e-5, "gated {gated}: prepared row relative error {e:e}");
+            let ss: f64 = yn.iter().map(|v| v * v).sum();
+            let got_ss: f64 = got_row[m..].iter().map(|v| *v as f64).sum();
+            assert!(((got_ss - ss) / ss).abs() < 1e-5, "gated {gated}: sum of squares {got_ss} against {ss}");
+            let inv = 1.0 / (RMS_EPS as f64 + ss / m as f64).sqrt();
+            let normed: Vec<f64> = scaled.iter().map(|v| v * inv).collect();
+            let got = ctx.read_f32(&out, n).await.unwrap();
+            let e = rel_err(&got, &matvec(&w2d, n, m, &normed));
+            assert!(e < 1e-5, "gated {gated}: normed linear relative error {e:e}");
         }
     });
 }

@@ -54,7 +54,7 @@ kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
-kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U]);
+kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -232,11 +232,13 @@ pub(crate) struct Q8MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub y_stride: u32,
-    /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x
+    /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x, 3: a row already times its
+    /// RMSNorm gain followed by `parts` partial sums of its squares
     pub input: u32,
     pub lanes: u32,
     pub eps: f32,
-    pub _pad: [u32; 2],
+    pub parts: u32,
+    pub _pad: u32,
 }
 
 /// Output rows per thread of `q8_matvec` (`RT` in the shader).

@@ -52,8 +52,9 @@ impl Plan {
     /// Record every step into `pass`, in order. wgpu orders the dispatches of one pass and
     /// makes each one's writes visible to the next.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        let mut last = None;
         for i in 0..self.steps.len() {
-            self.record_step(i, pass);
+            self.record_step_after(i, pass, &mut last);
         }
     }
 
@@ -116,8 +117,18 @@ impl Plan {
 
     /// Record step `i` alone into `pass` (the per-step profile submits one at a time).
     pub fn record_step(&self, i: usize, pass: &mut wgpu::ComputePass<'_>) {
+        self.record_step_after(i, pass, &mut None);
+    }
+
+    /// [`Self::record_step`] into a pass whose pipeline is `last` (the one the pass's last
+    /// step set, `None` at the start): the CPU's recording skips setting it again.
+    fn record_step_after(&self, i: usize, pass: &mut wgpu::ComputePass<'_>, last: &mut Option<*const Pipeline>) {
         if let Some(s) = self.steps.get(i) {
-            pass.set_pipeline(&s.pipeline.pipeline);
+            let p = Rc::as_ptr(&s.pipeline);
+            if *last != Some(p) {
+                pass.set_pipeline(&s.pipeline.pipeline);
+                *last = Some(p);
+            }
             pass.set_bind_group(0, &s.bind_group, &[]);
             pass.dispatch_workgroups(s.grid[0], s.grid[1], 1);
         }
@@ -148,8 +159,9 @@ pub fn submit_plans(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mu
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("frame"), timestamp_writes: None });
+            let mut last = None;
             for &(plan, i) in &steps[start..end] {
-                plan.record_step(i, &mut pass);
+                plan.record_step_after(i, &mut pass, &mut last);
             }
         }
         if end == steps.len() {
@@ -262,6 +274,27 @@ enum Q8Input {
     Plain,
     Gated,
     Normed(f32),
+    /// A [`NormedRow`]: eps, partial sums
+    Prenormed(f32, usize),
+}
+
+/// One row `[dim]` made ready for an RMSNorm by the residual add that wrote it
+/// ([`PlanBuilder::q8_linear_residual`]): `buf` holds `dim` f32 (the row times the norm's
+/// gain) then `dim / 4` partial sums of the row's squares, one per group of 4 rows the add
+/// wrote. [`PlanBuilder::q8_linear_prenormed`] reads it: the norm costs neither a dispatch
+/// of its own nor a gain read beside the input.
+#[derive(Clone, Debug)]
+pub struct NormedRow {
+    pub buf: wgpu::Buffer,
+    pub dim: usize,
+}
+
+/// Whether plans take their RMSNorms from the partial sums of the residual add before them
+/// ([`NormedRow`]): on unless the environment sets `INFERENCELAYER_FUSE=0`, which restores
+/// the plan with RMSNorms as dispatches of their own (or fused from the raw row below
+/// [`Q8_NORM_APART`]). Read once per plan build; on the web always on.
+pub fn fuse_norms() -> bool {
+    !matches!(std::env::var("INFERENCELAYER_FUSE").as_deref(), Ok("0"))
 }
 
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
@@ -290,6 +323,9 @@ pub struct PlanBuilder<'a> {
     state: PlanState,
     taps: BTreeMap<String, Tensor>,
     dummy: wgpu::Buffer,
+    /// bound where a kernel writes nothing (apart from `dummy`: one buffer cannot be bound
+    /// read-only and writable in one bind group)
+    dummy_out: wgpu::Buffer,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -316,6 +352,7 @@ impl<'a> PlanBuilder<'a> {
             state: PlanState::default(),
             taps: BTreeMap::new(),
             dummy: ctx.zeros("unused binding", 4)?,
+            dummy_out: ctx.zeros("unused output binding", 4)?,
         })
     }
 
@@ -730,7 +767,57 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate, None)
+    }
+
+    /// A residual add from a Q8_0 linear that also prepares the next RMSNorm:
+    /// `y += W in` for one row (`in` being `x` `[1, k]`, or with `gated` the SiLU-gated
+    /// `x` `[1, 2 k]` as [`Self::q8_linear_gated`] reads it), and into `next` the new `y`
+    /// times `alpha` (the next norm's gain `[n]`) with the partial sums of its squares.
+    /// `y` must be `[1, n]` and `next` of width `n`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn q8_linear_residual(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        gated: bool,
+        x: &wgpu::Buffer,
+        y: &Tensor,
+        (alpha, next): (&wgpu::Buffer, &NormedRow),
+    ) -> Result<()> {
+        if y.len() != n || next.dim != n {
+            return Err(Error::config(label, format!("a residual add of {n} rows takes y [1, {n}], got {:?} and a norm row of {}", y.shape, next.dim)));
+        }
+        let input = if gated { Q8Input::Gated } else { Q8Input::Plain };
+        self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf))
+    }
+
+    /// A row buffer for [`Self::q8_linear_residual`] to prepare an RMSNorm of width `dim`
+    /// (a multiple of 16) in.
+    pub fn normed_row(&self, label: &str, dim: usize) -> Result<NormedRow> {
+        if dim % 16 != 0 {
+            return Err(Error::config(label, format!("a prepared RMSNorm row needs a width that is a multiple of 16, got {dim}")));
+        }
+        Ok(NormedRow { buf: self.ctx.zeros(label, dim + dim / 4)?, dim })
+    }
+
+    /// [`Self::q8_linear_normed`] from a row prepared by [`Self::q8_linear_residual`]:
+    /// `y (+)= W (x * alpha) * rsqrt(eps + sum(partials) / k)`, one dispatch at every shape.
+    pub fn q8_linear_prenormed(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        (row, eps): (&NormedRow, f32),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        if row.dim != k {
+            return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
+        }
+        let dummy = self.dummy.clone();
+        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, accumulate, None)
     }
 
     /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
@@ -748,7 +835,7 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate, None)
     }
 
     /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
@@ -776,7 +863,7 @@ impl<'a> PlanBuilder<'a> {
             self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
             return self.q8_linear(label, w, (n, k), 1, (&normed.buf, 0), y, accumulate);
         }
-        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate)
+        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -790,6 +877,7 @@ impl<'a> PlanBuilder<'a> {
         (input, alpha): (Q8Input, &wgpu::Buffer),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         accumulate: bool,
+        norm_out: Option<&wgpu::Buffer>,
     ) -> Result<()> {
         if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
             return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
@@ -806,26 +894,31 @@ impl<'a> PlanBuilder<'a> {
         while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 512 {
             lanes *= 2;
         }
-        let (mode, eps) = match input {
-            Q8Input::Plain => (0, 0.0),
-            Q8Input::Gated => (1, 0.0),
-            Q8Input::Normed(eps) => (2, eps),
+        let (mode, eps, parts) = match input {
+            Q8Input::Plain => (0, 0.0, 0),
+            Q8Input::Gated => (1, 0.0, 0),
+            Q8Input::Normed(eps) => (2, eps, 0),
+            Q8Input::Prenormed(eps, parts) => (3, eps, parts as u32),
         };
+        let out_mode = if norm_out.is_some() { 2 } else { accumulate as u32 };
         let p = Q8MatvecParams {
             n: n as u32,
             k: k as u32,
             t: t as u32,
-            mode: accumulate as u32,
+            mode: out_mode,
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
             y_stride: y_stride as u32,
             input: mode,
             lanes: lanes as u32,
             eps,
-            _pad: [0; 2],
+            parts,
+            _pad: 0,
         };
         let pb = self.params(label, &p);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb], grid_for(groups_of(lanes)));
+        let dummy = self.dummy_out.clone();
+        let norm_out = norm_out.unwrap_or(&dummy);
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(groups_of(lanes)));
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{submit_plans, FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{fuse_norms, submit_plans, FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -199,13 +199,23 @@ impl Lm {
         b.embed_sum("emb", emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false)?;
         b.embed_sum("text_emb", text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true)?;
         let rings = w.transformer.plan_state(&mut b)?;
-        w.transformer.plan_step(&mut b, &x, 0, &frame, &rings)?;
+        // with fused norms the last residual add prepares out_norm for the text head and the
+        // depformer's input projections; without, out_norm is a dispatch into `z`
+        let fuse = fuse_norms();
+        let out_row = if fuse { Some(b.normed_row("transformer_out", d)?) } else { None };
+        w.transformer.plan_step(&mut b, &x, 0, &frame, &rings, fuse, out_row.as_ref().map(|r| (&w.out_norm, r)))?;
         let z = b.tensor("transformer_out", &[1, d])?;
-        b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
-        b.tap("transformer_out", &z);
+        if out_row.is_none() {
+            b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
+            b.tap("transformer_out", &z);
+        }
         let text_logits = b.tensor("text_logits", &[1, c.text_card])?;
         let tl = &w.text_linear;
-        b.q8_linear("text_linear", (&tl.quants, &tl.scales), (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?;
+        let tl_w = (&tl.quants, &tl.scales);
+        match &out_row {
+            Some(row) => b.q8_linear_prenormed("text_linear", tl_w, (c.text_card, d), (row, RMS_EPS), (&text_logits.buf, 0, c.text_card), false)?,
+            None => b.q8_linear("text_linear", tl_w, (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?,
+        }
         b.tap("text_logits", &text_logits);
         b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0);
 
@@ -219,11 +229,15 @@ impl Lm {
         for k in 0..c.dep_q {
             let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
             let win = &w.depformer_in[k];
-            b.q8_linear(&format!("depformer_in.{k}"), (&win.quants, &win.scales), (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?;
+            let win_w = (&win.quants, &win.scales);
+            match &out_row {
+                Some(row) => b.q8_linear_prenormed(&format!("depformer_in.{k}"), win_w, (dd, d), (row, RMS_EPS), (&y.buf, 0, dd), false)?,
+                None => b.q8_linear(&format!("depformer_in.{k}"), win_w, (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?,
+            }
             let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
             let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
             b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
-            w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings)?;
+            w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings, fuse, None)?;
             let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
             b.sample(

@@ -6,7 +6,7 @@
 //! depformer (one weight set per step, no positional embedding, `dep_q` slots).
 
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, PlanBuilder, Tensor, TransformerSpec};
+use crate::gpu::{GpuContext, NormedRow, PlanBuilder, Tensor, TransformerSpec};
 use crate::weights::q8::{Q8Tensor, BLOCK};
 use crate::weights::TensorStore;
 
@@ -303,6 +303,15 @@ impl GpuTransformer {
 
     /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
     /// position held by `frame` (a `FrameParams` uniform), over `rings`.
+    ///
+    /// With `fuse` every RMSNorm after the first is prepared by the residual add before it
+    /// ([`PlanBuilder::q8_linear_residual`]: the new row times the norm's gain and partial
+    /// sums of its squares) and taken by the normed linear from there, so no norm is a
+    /// dispatch of its own; `out_norm` (a gain `[dim]` and a row of width `dim`) has the
+    /// last residual add prepare a norm that follows the stack as well. Without `fuse` the
+    /// norms are taken from `x` ([`PlanBuilder::q8_linear_normed`]) and `out_norm` is not
+    /// written.
+    #[allow(clippy::too_many_arguments)]
     pub fn plan_step(
         &self,
         b: &mut PlanBuilder<'_>,
@@ -310,21 +319,47 @@ impl GpuTransformer {
         step: usize,
         frame: &wgpu::Buffer,
         rings: &[[wgpu::Buffer; 3]],
+        fuse: bool,
+        out_norm: Option<(&wgpu::Buffer, &NormedRow)>,
     ) -> Result<()> {
         let d = self.dim;
         let spec = self.spec();
         let qkv = b.tensor(&format!("{}.qkv", self.name), &[1, 3 * d])?;
         let g = b.tensor(&format!("{}.g", self.name), &[1, 2 * self.hidden])?;
+        let rows = if fuse {
+            Some([b.normed_row(&format!("{}.norm1_row", self.name), d)?, b.normed_row(&format!("{}.norm2_row", self.name), d)?])
+        } else {
+            None
+        };
         for (li, layer) in self.layers.iter().enumerate() {
             let p = format!("{}.layers.{li}.step{step}", self.name);
             let w = &layer[step];
             let (n1, n2) = (&w.norm1, &w.norm2);
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
-            b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+            let Some([row1, row2]) = &rows else {
+                b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+                let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
+                b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
+                b.q8_linear_normed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
+                b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
+                continue;
+            };
+            if li == 0 {
+                b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+            } else {
+                b.q8_linear_prenormed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (row1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+            }
             let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
-            b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-            b.q8_linear_normed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
-            b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
+            b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
+            b.q8_linear_prenormed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
+            let next = match self.layers.get(li + 1) {
+                Some(l) => Some((&l[step].norm1, row1)),
+                None => out_norm,
+            };
+            match next {
+                Some(next) => b.q8_linear_residual(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), true, &g.buf, x, next)?,
+                None => b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?,
+            }
         }
         Ok(())
     }
