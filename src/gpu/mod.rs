@@ -17,4 +17,4 @@ pub use context::{GpuContext, GpuInfo, Readback};
 pub use limits::{capability_json, part_name, split_table, BufferNeed, GpuLimits, Requirements, MAX_BUFFER, MAX_STORAGE_BINDING};
 pub use table::SplitTable;
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
-pub use plan::{submit_plans, submits_for, ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Tensor, TransformerSpec, INVALID_POS, Q8_NORM_APART};
+pub use plan::{submit_plans, submits_for, ConvSpec, ConvTrSpec, LinearOut, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Kernel, Tensor, TransformerSpec, INVALID_POS, Q8_NORM_APART};
