@@ -3,10 +3,9 @@
 // 8 weight rows instead of 4, so that the input loads (from the L1, as many bytes as the
 // weights at 4 rows) are half as many per weight; and a cheaper unpack: the i8 weights
 // become f32 by the exponent trick (byte ^ 0x80 under the bits of 2^23, minus 2^23 + 128:
-// exact, no int-to-float conversion, which NVIDIA runs at a quarter of the FMA rate) and
-// the f16 scales by unpack2x16float. A workgroup of 256 threads is 256 / p.lanes row
-// groups of p.lanes threads (a power of two, 8 to 256); a row group computes 8
-// consecutive output rows: its lanes stream the rows in units of 16 weights (one
+// exact, no int-to-float conversion, which NVIDIA runs at a quarter of the FMA rate). A
+// workgroup of 256 threads is 256 / p.lanes row groups of p.lanes threads (a power of
+// two, 8 to 256); a row group computes 8 consecutive output rows: its lanes stream the rows in units of 16 weights (one
 // vec4<u32>, half a block), lane l taking units l, l + lanes, ..., two units per
 // iteration. Then a tree reduction per row over the group's lanes.
 //
@@ -43,9 +42,23 @@ const RT: u32 = 8u;
 // RT rows and the RMSNorm statistic per thread: 9 KiB.
 var<workgroup> red: array<f32, 2304>;
 
+// f16 bits -> f32 by hand: unpack2x16float needs naga's SHADER_FLOAT16_IN_FLOAT32
+// capability, which not every backend has (a scale is decoded once per 16 weights).
+fn f16_to_f32(h: u32) -> f32 {
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    var v: f32;
+    if (e == 0u) {
+        v = f32(m) * 5.9604644775390625e-8;
+    } else {
+        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
+    }
+    return select(v, -v, (h & 0x8000u) != 0u);
+}
+
 fn scale_of(block: u32) -> f32 {
-    let s = unpack2x16float(scales[block >> 1u]);
-    return select(s.x, s.y, (block & 1u) == 1u);
+    let word = scales[block >> 1u];
+    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
 }
 
 // The four signed bytes of w, lowest first: each byte plus 128 (w ^ 0x80808080) as the
