@@ -5,9 +5,10 @@
 // become f32 by the exponent trick (byte ^ 0x80 under the bits of 2^23, minus 2^23 + 128:
 // exact, no int-to-float conversion, which NVIDIA runs at a quarter of the FMA rate). A
 // workgroup of 256 threads is 256 / p.lanes row groups of p.lanes threads (a power of
-// two, 8 to 256); a row group computes 8 consecutive output rows: its lanes stream the rows in units of 16 weights (one
-// vec4<u32>, half a block), lane l taking units l, l + lanes, ..., two units per
-// iteration. Then a tree reduction per row over the group's lanes.
+// two, 8 to 256); a row group computes 8 consecutive output rows: its lanes stream the
+// rows in units of 16 weights (one vec4<u32>, half a block), lane l taking units l,
+// l + lanes, ..., two units per iteration. Then a tree reduction per row over the
+// group's lanes.
 //
 //   quants, scales, x, alpha, y: as in q8_matvec.wgsl
 //

@@ -106,7 +106,7 @@ async fn browser_every_kernel_compiles() {
             label: Some(k.name),
             source: wgpu::ShaderSource::Wgsl(k.source.into()),
         });
-        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        let _pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(k.name),
             layout: None,
             module: &module,
