@@ -1,11 +1,16 @@
-//! The Q8_0 linear kernel (`shaders/q8_matvec.wgsl`) against a CPU oracle in f64 on the
-//! dequantized weights, for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused
-//! into the matrix-vector kernel (small matrices) and apart from it (from
-//! `Q8_NORM_APART` weights on), on fresh random inputs; and the RMSNorm prepared by a
-//! residual add (`q8_linear_residual`) and taken from there (`q8_linear_prenormed`).
+//! The Q8_0 linear kernels (`shaders/q8_matvec.wgsl`, 4 rows per row group, and
+//! `shaders/q8_matvec8.wgsl`, 8) against a CPU oracle in f64 on the dequantized weights,
+//! for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused into the
+//! matrix-vector kernel (small matrices) and apart from it (from `Q8_NORM_APART` weights
+//! on), on fresh random inputs, for every `Q8Kernel` choice: the rule of each kernel, the
+//! default, the 8-row kernel's fallback to 4 rows (n not a multiple of 8), and fixed lane
+//! counts from 8 (a lane per row of the 8 written) to 256 (lanes without a unit), with
+//! a row tail (units not a multiple of twice the lanes) and several input rows; and the
+//! RMSNorm prepared by a residual add (`q8_linear_residual`) and taken from there
+//! (`q8_linear_prenormed`), with both kernels.
 #![cfg(not(target_arch = "wasm32"))]
 
-use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Tensor, Q8_NORM_APART};
+use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Kernel, Tensor, Q8_NORM_APART};
 use inferencelayer::moshi::transformer::RMS_EPS;
 use inferencelayer::weights::q8::Q8Tensor;
 
@@ -39,9 +44,34 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0x5eed_0f_0a8);
-        // [n, k]: one below the apart threshold, one at it
-        for (n, k) in [(96usize, 320usize), (Q8_NORM_APART / 2048, 2048)] {
+        let kernels = [
+            Q8Kernel::Rows4,
+            Q8Kernel::Rows8,
+            Q8Kernel::Auto,
+            Q8Kernel::Fixed { rows: 8, lanes: 8 },
+            Q8Kernel::Fixed { rows: 8, lanes: 16 },
+            Q8Kernel::Fixed { rows: 8, lanes: 256 },
+            Q8Kernel::Fixed { rows: 4, lanes: 64 },
+        ];
+        // [n, k] x kernel: below the apart threshold (20 units a row: a tail for 8 and 16
+        // lanes, lanes without units at 256), n not a multiple of 8, at the threshold
+        let mut cases: Vec<(usize, usize, Q8Kernel)> = kernels.iter().map(|&q| (96usize, 320usize, q)).collect();
+        cases.extend([(100, 320, Q8Kernel::Rows8), (100, 320, Q8Kernel::Fixed { rows: 8, lanes: 32 })]);
+        cases.extend([Q8Kernel::Rows4, Q8Kernel::Rows8, Q8Kernel::Auto].map(|q| (Q8_NORM_APART / 2048, 2048, q)));
+        // The default's two branches: 8 rows for large matrices, 4 rows and a lane per
+        // unit for small ones (the 96-row case above and Moshi's depformer)
+        assert_eq!(Q8Kernel::Auto.dispatch(22528, 4096, 1).rows, 8);
+        assert_eq!((Q8Kernel::Auto.dispatch(96, 320, 1).rows, Q8Kernel::Auto.dispatch(2048, 1024, 1).lanes), (4, 64));
+        for (n, k, kernel) in cases {
             assert!((n * k >= Q8_NORM_APART) == (k == 2048));
+            let d = kernel.dispatch(n, k, 1);
+            let want = match kernel {
+                Q8Kernel::Fixed { rows, lanes } if n % rows == 0 => (rows, lanes),
+                Q8Kernel::Rows8 if n % 8 == 0 => (8, d.lanes),
+                Q8Kernel::Auto => (d.rows, d.lanes),
+                _ => (4, d.lanes),
+            };
+            assert_eq!((d.rows, d.lanes), want, "{kernel:?} at [{n}, {k}]");
             let wq = Q8Tensor::from_f32("w", n, k, &rng.vec(n * k)).unwrap();
             let wd = dequant(&wq);
             let quants = ctx.storage_bytes("quants", wq.quants_bytes()).unwrap();
@@ -54,6 +84,7 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
             let ys: Vec<wgpu::Buffer> = (0..3).map(|_| ctx.storage_f32("y", &vec![f32::NAN; n]).unwrap()).collect();
             let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
             let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_q8_kernel(kernel);
             b.q8_linear("plain", (&quants, &scales), (n, k), 1, (&xb, 0), (&ys[0], 0, n), false).unwrap();
             b.q8_linear_gated("gated", (&quants, &scales), (n, k), 1, (&xb, 0), (&ys[1], 0, n), false).unwrap();
             let xt = Tensor { buf: ctx.storage_f32("x row", &x[..k]).unwrap(), shape: vec![1, k] };
@@ -73,9 +104,9 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
             let normed: Vec<f64> = (0..k).map(|j| xd[j] * alpha[j] as f64 * inv).collect();
             for (i, (name, input)) in [("plain", &xd[..k]), ("gated", &gated[..]), ("normed", &normed[..])].into_iter().enumerate() {
                 let got = ctx.read_f32(&ys[i], n).await.unwrap();
-                assert!(got.iter().all(|v| v.is_finite()), "{name} [{n}, {k}]: an output was not written");
+                assert!(got.iter().all(|v| v.is_finite()), "{name} [{n}, {k}] {d:?}: an output was not written");
                 let e = rel_err(&got, &matvec(&wd, n, k, input));
-                assert!(e < 1e-5, "{name} [{n}, {k}]: relative error {e:e}");
+                assert!(e < 1e-5, "{name} [{n}, {k}] {d:?}: relative error {e:e}");
             }
         }
     });
@@ -91,7 +122,7 @@ fn residual_adds_prepare_the_next_rmsnorm() {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0x0a0d_0f_0a8);
         let (m, k1, n) = (1024usize, 352usize, 96usize);
-        for gated in [false, true] {
+        for (kernel, gated) in [(Q8Kernel::Rows4, false), (Q8Kernel::Rows4, true), (Q8Kernel::Rows8, false), (Q8Kernel::Rows8, true)] {
             let w1 = Q8Tensor::from_f32("w1", m, k1, &rng.vec(m * k1)).unwrap();
             let w2 = Q8Tensor::from_f32("w2", n, m, &rng.vec(n * m)).unwrap();
             let (w1d, w2d) = (dequant(&w1), dequant(&w2));
@@ -106,6 +137,7 @@ fn residual_adds_prepare_the_next_rmsnorm() {
             let out = ctx.storage_f32("out", &vec![f32::NAN; n]).unwrap();
             let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
             let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_q8_kernel(kernel);
             let row = b.normed_row("row", m).unwrap();
             b.q8_linear_residual("residual", (&q1, &s1), (m, k1), gated, &xb, &y, (&ab, &row)).unwrap();
             b.q8_linear_prenormed("prenormed", (&q2, &s2), (n, m), (&row, RMS_EPS), (&out, 0, n), false).unwrap();
@@ -122,19 +154,19 @@ fn residual_adds_prepare_the_next_rmsnorm() {
             let yn: Vec<f64> = matvec(&w1d, m, k1, &input).iter().zip(&y0).map(|(v, y)| v + *y as f64).collect();
             let got_y = ctx.read_f32(&y.buf, m).await.unwrap();
             let e = rel_err(&got_y, &yn);
-            assert!(e < 1e-5, "gated {gated}: residual relative error {e:e}");
+            assert!(e < 1e-5, "{kernel:?}, gated {gated}: residual relative error {e:e}");
             let got_row = ctx.read_f32(&row.buf, m + m / 4).await.unwrap();
             let scaled: Vec<f64> = yn.iter().zip(&alpha).map(|(v, a)| v * *a as f64).collect();
             let e = rel_err(&got_row[..m], &scaled);
-            assert!(e < 1e-5, "gated {gated}: prepared row relative error {e:e}");
+            assert!(e < 1e-5, "{kernel:?}, gated {gated}: prepared row relative error {e:e}");
             let ss: f64 = yn.iter().map(|v| v * v).sum();
             let got_ss: f64 = got_row[m..].iter().map(|v| *v as f64).sum();
-            assert!(((got_ss - ss) / ss).abs() < 1e-5, "gated {gated}: sum of squares {got_ss} against {ss}");
+            assert!(((got_ss - ss) / ss).abs() < 1e-5, "{kernel:?}, gated {gated}: sum of squares {got_ss} against {ss}");
             let inv = 1.0 / (RMS_EPS as f64 + ss / m as f64).sqrt();
             let normed: Vec<f64> = scaled.iter().map(|v| v * inv).collect();
             let got = ctx.read_f32(&out, n).await.unwrap();
             let e = rel_err(&got, &matvec(&w2d, n, m, &normed));
-            assert!(e < 1e-5, "gated {gated}: normed linear relative error {e:e}");
+            assert!(e < 1e-5, "{kernel:?}, gated {gated}: normed linear relative error {e:e}");
         }
     });
 }

@@ -92,3 +92,31 @@ async fn browser_moshi_lm_streamed_greedy_matches_the_reference() {
     console_log!("browser LM: {leading} leading rows equal, {total}/{} rows equal", g.tokens.len());
     assert!(leading >= 44, "only the first {leading} rows equal the reference");
 }
+
+/// Every kernel of `shaders/` compiles in the browser's WGSL compiler (Tint, which the
+/// parity tests above reach only for the kernels their reduced geometry dispatches: the
+/// 8-row Q8_0 kernel, for one, runs only from 264 workgroups on).
+#[wasm_bindgen_test]
+async fn browser_every_kernel_compiles() {
+    use inferencelayer::gpu::KERNELS;
+    let ctx = GpuContext::new().await.expect("WebGPU adapter");
+    for k in KERNELS {
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(k.name),
+            source: wgpu::ShaderSource::Wgsl(k.source.into()),
+        });
+        let _pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(k.name),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = scope.pop().await {
+            panic!("{}: {e}", k.name);
+        }
+    }
+    console_log!("browser: {} kernels compiled", KERNELS.len());
+}

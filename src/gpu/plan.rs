@@ -300,8 +300,99 @@ pub fn fuse_norms() -> bool {
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
 const CONV_TR_TILE: usize = 128;
 
-/// Threads per workgroup of `q8_matvec`.
+/// Threads per workgroup of `q8_matvec` and `q8_matvec8`.
 const WG_Q8: usize = 256;
+
+/// Which Q8_0 matrix-vector kernel the Q8_0 linears of a [`PlanBuilder`] dispatch, and with
+/// how many lanes per row group ([`Q8Kernel::dispatch`]). [`PlanBuilder::new`] takes it from
+/// `INFERENCELAYER_Q8_ROWS` ([`Q8Kernel::from_env`]), so that one build can compare them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Q8Kernel {
+    /// `shaders/q8_matvec.wgsl`, 4 rows per row group, lanes as before 8-row groups
+    /// (`INFERENCELAYER_Q8_ROWS=4`).
+    Rows4,
+    /// `shaders/q8_matvec8.wgsl`, 8 rows per row group, wherever `n` is a multiple of 8
+    /// (else as [`Self::Rows4`]) (`INFERENCELAYER_Q8_ROWS=8`).
+    Rows8,
+    /// Per shape, the one expected fastest (the default; `INFERENCELAYER_Q8_ROWS=auto`).
+    Auto,
+    /// `rows` (4 or 8) rows per row group of `lanes` lanes (a power of two, 8 to 256, at
+    /// least `rows`) at every shape that allows it: for benchmarks.
+    Fixed { rows: usize, lanes: usize },
+}
+
+/// Fewest workgroups for which [`Q8Kernel::Auto`] takes 8 rows per row group.
+const AUTO_MIN_GROUPS: usize = 264;
+
+/// How one Q8_0 linear is dispatched: rows per row group (4: `q8_matvec`, 8:
+/// `q8_matvec8`), lanes per row group, workgroups of 256 threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Q8Dispatch {
+    pub rows: usize,
+    pub lanes: usize,
+    pub groups: usize,
+}
+
+impl Q8Kernel {
+    /// The kernel `INFERENCELAYER_Q8_ROWS` names: `4`, `8` or `auto` (unset or empty, and
+    /// on the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("INFERENCELAYER_Q8_ROWS").as_deref().map(str::trim) {
+            Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
+            Ok("4") => Ok(Self::Rows4),
+            Ok("8") => Ok(Self::Rows8),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_ROWS must be 4, 8 or auto, got {v:?}"))),
+        }
+    }
+
+    /// The dispatch of an `[n, k]` Q8_0 linear over `t` input rows (`k` a multiple of 32,
+    /// `n` of 4). [`Self::Fixed`] falls back to [`Self::Rows4`] where its rows do not
+    /// divide `n` (lanes beyond a row's 16-weight units idle).
+    pub fn dispatch(self, n: usize, k: usize, t: usize) -> Q8Dispatch {
+        let rows = n * t;
+        let groups_of = |rt: usize, lanes: usize| rows.div_ceil((WG_Q8 / lanes) * rt);
+        // Lanes per row group as before 8-row groups: from 32, doubled while there are
+        // blocks for them and fewer than 512 workgroups (a few per multiprocessor).
+        let rule = |rt: usize| {
+            let blocks = k / 32;
+            let mut lanes = 32;
+            while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(rt, lanes) < 512 {
+                lanes *= 2;
+            }
+            Q8Dispatch { rows: rt, lanes, groups: groups_of(rt, lanes) }
+        };
+        match self {
+            Self::Rows4 => rule(Q8_ROWS_PER_GROUP),
+            Self::Rows8 if n % Q8_ROWS_PER_GROUP8 == 0 => rule(Q8_ROWS_PER_GROUP8),
+            Self::Rows8 => rule(Q8_ROWS_PER_GROUP),
+            // 8 rows where that still gives two workgroups per multiprocessor of a large GPU
+            // (132 on an H200); below (the depformer's matrices, 1 to 6 MB, where a dispatch
+            // is latency) 4 rows and lanes doubled down to one 16-weight unit per lane, for
+            // more workgroups in flight.
+            Self::Auto => {
+                let wide = rule(Q8_ROWS_PER_GROUP8);
+                if n % Q8_ROWS_PER_GROUP8 == 0 && wide.groups >= AUTO_MIN_GROUPS {
+                    return wide;
+                }
+                let units = k / 16;
+                let mut lanes = 32;
+                while lanes < WG_Q8 && 2 * lanes <= units && groups_of(Q8_ROWS_PER_GROUP, lanes) < 512 {
+                    lanes *= 2;
+                }
+                Q8Dispatch { rows: Q8_ROWS_PER_GROUP, lanes, groups: groups_of(Q8_ROWS_PER_GROUP, lanes) }
+            }
+            Self::Fixed { rows: rt, lanes }
+                if (rt == Q8_ROWS_PER_GROUP || rt == Q8_ROWS_PER_GROUP8)
+                    && n % rt == 0
+                    && lanes.is_power_of_two()
+                    && (rt.max(8)..=WG_Q8).contains(&lanes) =>
+            {
+                Q8Dispatch { rows: rt, lanes, groups: groups_of(rt, lanes) }
+            }
+            Self::Fixed { .. } => rule(Q8_ROWS_PER_GROUP),
+        }
+    }
+}
 
 /// How [`PlanBuilder::linear`] writes its result.
 pub enum LinearOut<'a> {
@@ -326,6 +417,7 @@ pub struct PlanBuilder<'a> {
     /// bound where a kernel writes nothing (apart from `dummy`: one buffer cannot be bound
     /// read-only and writable in one bind group)
     dummy_out: wgpu::Buffer,
+    q8: Q8Kernel,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -343,7 +435,8 @@ fn threads(n: usize) -> [u32; 2] {
 
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
-    /// writes before each replay).
+    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
+    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_ROWS`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -353,7 +446,13 @@ impl<'a> PlanBuilder<'a> {
             taps: BTreeMap::new(),
             dummy: ctx.zeros("unused binding", 4)?,
             dummy_out: ctx.zeros("unused output binding", 4)?,
+            q8: Q8Kernel::from_env()?,
         })
+    }
+
+    /// Dispatch the Q8_0 linears added from now on with `kernel`.
+    pub fn set_q8_kernel(&mut self, kernel: Q8Kernel) {
+        self.q8 = kernel;
     }
 
     /// The context the plan is built on.
@@ -863,6 +962,23 @@ impl<'a> PlanBuilder<'a> {
             self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
             return self.q8_linear(label, w, (n, k), 1, (&normed.buf, 0), y, accumulate);
         }
+        self.q8_linear_normed_fused(label, w, (n, k), (x, alpha, eps), y, accumulate)
+    }
+
+    /// [`Self::q8_linear_normed`] with the norm fused at any size (for benchmarks: the
+    /// plans take it apart from [`Q8_NORM_APART`] weights on).
+    pub fn q8_linear_normed_fused(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        (x, alpha, eps): (&Tensor, &wgpu::Buffer, f32),
+        y: (&wgpu::Buffer, usize, usize),
+        accumulate: bool,
+    ) -> Result<()> {
+        if x.len() != k {
+            return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+        }
         self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate, None)
     }
 
@@ -885,15 +1001,7 @@ impl<'a> PlanBuilder<'a> {
         if x_offset % 4 != 0 {
             return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
-        // Lanes per row group: from 32, doubled while there are blocks for them and fewer
-        // than 512 workgroups (a few per multiprocessor of a large GPU).
-        let blocks = k / 32;
-        let rows = n * t;
-        let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
-        let mut lanes = 32;
-        while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(lanes) < 512 {
-            lanes *= 2;
-        }
+        let d = self.q8.dispatch(n, k, t);
         let (mode, eps, parts) = match input {
             Q8Input::Plain => (0, 0.0, 0),
             Q8Input::Gated => (1, 0.0, 0),
@@ -910,7 +1018,7 @@ impl<'a> PlanBuilder<'a> {
             y_offset: y_offset as u32,
             y_stride: y_stride as u32,
             input: mode,
-            lanes: lanes as u32,
+            lanes: d.lanes as u32,
             eps,
             parts,
             _pad: 0,
@@ -918,7 +1026,8 @@ impl<'a> PlanBuilder<'a> {
         let pb = self.params(label, &p);
         let dummy = self.dummy_out.clone();
         let norm_out = norm_out.unwrap_or(&dummy);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(groups_of(lanes)));
+        let kernel = if d.rows == Q8_ROWS_PER_GROUP8 { &Q8_MATVEC8 } else { &Q8_MATVEC };
+        self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
 

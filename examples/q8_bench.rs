@@ -1,0 +1,233 @@
+//! The Q8_0 matrix-vector kernels side by side at Moshi 7B's shapes (`LmConfig::default()`):
+//! the temporal transformer's `in_proj`, `out_proj`, `linear_in`, `linear_out` and
+//! `text_linear`, the depformer's `in_proj`, `out_proj`, `linear_in`, `linear_out`,
+//! `depformer_in` and `linears`, each with the input it has in the plans (plain,
+//! RMSNorm-fused, SiLU-gated), for each [`Q8Kernel`]: `rows4` (`shaders/q8_matvec.wgsl`,
+//! `INFERENCELAYER_Q8_ROWS=4`), `rows8` (`shaders/q8_matvec8.wgsl`, `=8`), `auto` (the
+//! default), then every (rows, lanes) pair. Per shape and kernel it prints the dispatch
+//! (rows per row group, lanes, workgroups), the GPU time of one dispatch in a pass of its
+//! own (`alone`, as `Plan::profile` times a plan) and per dispatch of a pass of 30 (`pass`,
+//! with the barriers between them, as a plan replays), both as the median of several runs
+//! with timestamp queries, in us and in GB/s of weights + scales + input + output; and
+//! the largest difference from `rows4`'s output, relative to its largest value. Enough
+//! weight copies are cycled (128 MiB or more) that no dispatch finds its weights in the L2.
+//!
+//! `cargo run --release --example q8_bench [-- SWEEP]` (`SWEEP` 0: only `rows4`, `rows8`
+//! and `auto`; default 1: also every (rows, lanes) pair).
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    if let Err(e) = pollster::block_on(native::run()) {
+        eprintln!("q8_bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Kernel, Readback, Tensor};
+    use inferencelayer::moshi::LmConfig;
+    use inferencelayer::weights::q8::Q8Tensor;
+    use inferencelayer::Result;
+
+    /// Runs per timing; the first is dropped (warm-up), the median of the rest reported.
+    const REPS: usize = 7;
+    /// Dispatches in one timed pass.
+    const IN_PASS: usize = 30;
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Input {
+        Plain,
+        Normed,
+        Gated,
+    }
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    }
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 32) as u32
+        }
+        fn f32s(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| (self.next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect()
+        }
+    }
+
+    struct Shape {
+        name: String,
+        n: usize,
+        k: usize,
+        input: Input,
+    }
+
+    /// One shape's buffers: weight copies, input (2 k wide for the gated input), gain, output.
+    struct Bufs {
+        w: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+        x: Tensor,
+        alpha: wgpu::Buffer,
+        y: wgpu::Buffer,
+        bytes: f64,
+    }
+
+    fn build<'a>(ctx: &'a GpuContext, frame: &wgpu::Buffer, s: &Shape, b: &Bufs, kernel: Q8Kernel, count: usize) -> Result<PlanBuilder<'a>> {
+        let mut pb = PlanBuilder::new(ctx, frame)?;
+        pb.set_q8_kernel(kernel);
+        for i in 0..count {
+            let w = &b.w[i % b.w.len()];
+            let (w, nk, y) = ((&w.0, &w.1), (s.n, s.k), (&b.y, 0, s.n));
+            match s.input {
+                Input::Plain => pb.q8_linear("q8", w, nk, 1, (&b.x.buf, 0), y, false)?,
+                Input::Gated => pb.q8_linear_gated("q8", w, nk, 1, (&b.x.buf, 0), y, false)?,
+                // The fused norm whatever the size (the plans take it apart from
+                // Q8_NORM_APART weights on; `plain` is then the linear they dispatch).
+                Input::Normed => {
+                    let xt = Tensor { buf: b.x.buf.clone(), shape: vec![1, s.k] };
+                    pb.q8_linear_normed_fused("q8", w, nk, (&xt, &b.alpha, 1e-8), y, false)?
+                }
+            }
+        }
+        Ok(pb)
+    }
+
+    /// GPU ms per dispatch of `plan` replayed in one pass between two timestamps.
+    async fn in_pass(ctx: &GpuContext, plan: &inferencelayer::gpu::Plan, dispatches: usize) -> Result<f64> {
+        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 * REPS as u32 });
+        let bytes = 16 * REPS as u64;
+        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let rb = Readback::new(ctx, bytes);
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        for j in 0..REPS as u32 {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &set,
+                    beginning_of_pass_write_index: Some(2 * j),
+                    end_of_pass_write_index: Some(2 * j + 1),
+                }),
+            });
+            plan.record(&mut pass);
+        }
+        enc.resolve_query_set(&set, 0..2 * REPS as u32, &resolved, 0);
+        rb.copy(&mut enc, &resolved);
+        ctx.queue.submit([enc.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
+        let period = ctx.queue.get_timestamp_period() as f64 * 1e-6;
+        let ms: Vec<f64> = ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / dispatches as f64).collect();
+        Ok(median(ms[1..].to_vec()))
+    }
+
+    pub async fn run() -> Result<()> {
+        let sweep = std::env::args().nth(1).map(|a| a != "0").unwrap_or(true);
+        let ctx = GpuContext::new().await?;
+        println!("adapter {}", ctx.info);
+        if !ctx.info.timestamps {
+            println!("no timestamp queries: nothing to time");
+            return Ok(());
+        }
+        let c = LmConfig::default();
+        let (d, h, dd, dh) = (c.dim, c.hidden(), c.depformer_dim, c.depformer_hidden());
+        let sh = |name: &str, n, k, input| Shape { name: name.to_string(), n, k, input };
+        let shapes = [
+            sh("in_proj", 3 * d, d, Input::Normed),
+            sh("in_proj", 3 * d, d, Input::Plain),
+            sh("out_proj", d, d, Input::Plain),
+            sh("linear_in", 2 * h, d, Input::Normed),
+            sh("linear_in", 2 * h, d, Input::Plain),
+            sh("linear_out", d, h, Input::Gated),
+            sh("text_linear", c.text_card, d, Input::Plain),
+            sh("dep in_proj", 3 * dd, dd, Input::Normed),
+            sh("dep out_proj", dd, dd, Input::Plain),
+            sh("dep linear_in", 2 * dh, dd, Input::Normed),
+            sh("dep linear_out", dd, dh, Input::Gated),
+            sh("depformer_in", dd, d, Input::Plain),
+            sh("dep linears", c.card, dd, Input::Plain),
+        ];
+        let mut kernels = vec![("rows4".to_string(), Q8Kernel::Rows4), ("rows8".to_string(), Q8Kernel::Rows8), ("auto".to_string(), Q8Kernel::Auto)];
+        if sweep {
+            for rows in [4usize, 8] {
+                for lanes in [8usize, 16, 32, 64, 128, 256] {
+                    if lanes >= rows {
+                        kernels.push((format!("{rows}x{lanes}"), Q8Kernel::Fixed { rows, lanes }));
+                    }
+                }
+            }
+        }
+        let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+        let mut rng = Lcg(0x0a8b_e4c4);
+        println!("alone: one dispatch in a pass of its own; pass: per dispatch of {IN_PASS} in one pass; median of {} runs", REPS - 1);
+        println!("GB/s: weights + scales + input + output bytes; diff: largest |y - y(rows4)| / largest |y(rows4)|");
+        println!(
+            "{:<16}{:>14} {:<7}{:<8}{:>5}{:>6}{:>7}{:>10}{:>8}{:>10}{:>8}{:>10}",
+            "shape", "[n, k]", "input", "kernel", "rows", "lanes", "groups", "alone us", "GB/s", "pass us", "GB/s", "diff"
+        );
+        for s in &shapes {
+            let (qb, sb) = Q8Tensor::buffer_sizes(s.n, s.k);
+            let copies = ((128usize << 20) / (qb + sb) as usize).clamp(3, 64);
+            let quants: Vec<u8> = (0..qb / 4).flat_map(|_| rng.next().to_le_bytes()).collect();
+            // Scales in [0.5, 1) as f16 (positive normal values).
+            let scales: Vec<u8> = (0..sb / 2).flat_map(|_| (0x3800u16 | (rng.next() as u16 & 0x3ff)).to_le_bytes()).collect();
+            let mut w = Vec::new();
+            for i in 0..copies {
+                w.push((ctx.storage_bytes(&format!("quants {i}"), &quants)?, ctx.storage_bytes(&format!("scales {i}"), &scales)?));
+            }
+            let x = Tensor { buf: ctx.storage_f32("x", &rng.f32s(2 * s.k))?, shape: vec![1, 2 * s.k] };
+            let alpha = ctx.storage_f32("alpha", &rng.f32s(s.k))?;
+            let y = ctx.zeros("y", s.n)?;
+            let input_bytes = if s.input == Input::Gated { 8 * s.k } else { 4 * s.k };
+            let bytes = (qb + sb) as f64 + (input_bytes + 4 * s.n) as f64;
+            let b = Bufs { w, x, alpha, y, bytes };
+            let mut reference: Option<Vec<f32>> = None;
+            for (kname, kernel) in &kernels {
+                let dsp = kernel.dispatch(s.n, s.k, 1);
+                if matches!(kernel, Q8Kernel::Fixed { rows, lanes } if (*rows, *lanes) != (dsp.rows, dsp.lanes)) {
+                    continue;
+                }
+                let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, REPS + 2)?.finish();
+                let alone = median(plan.profile(&ctx).await?[1..].to_vec());
+                let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, IN_PASS)?.finish();
+                let pass = in_pass(&ctx, &plan, IN_PASS).await?;
+                let got = ctx.read_f32(&b.y, s.n).await?;
+                let diff = match &reference {
+                    None => {
+                        reference = Some(got);
+                        0.0
+                    }
+                    Some(r) => {
+                        let top = r.iter().fold(0f32, |m, v| m.max(v.abs()));
+                        r.iter().zip(&got).fold(0f32, |m, (a, g)| m.max((a - g).abs())) / top
+                    }
+                };
+                let gbs = |ms: f64| b.bytes / (ms * 1e-3) / 1e9;
+                println!(
+                    "{:<16}{:>14} {:<7}{:<8}{:>5}{:>6}{:>7}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",
+                    s.name,
+                    format!("[{}, {}]", s.n, s.k),
+                    ["plain", "normed", "gated"][s.input as usize],
+                    kname,
+                    dsp.rows,
+                    dsp.lanes,
+                    dsp.groups,
+                    1e3 * alone,
+                    gbs(alone),
+                    1e3 * pass,
+                    gbs(pass),
+                    diff
+                );
+            }
+        }
+        ctx.take_error()
+    }
+}
