@@ -676,4 +676,33 @@ mod tests {
         };
         assert_same_as_loaded(&config, 7);
     }
+
+    #[test]
+    fn fast_generator_is_the_same_across_thread_splits_and_row_offsets() {
+        // `linear_fast` over a whole tensor (split over threads at row boundaries of the
+        // 9001-row text head), against the same rows built one by one and as stacked row
+        // blocks: every quant word depends only on its index in the tensor.
+        let (rows, cols) = (9001, 96);
+        let whole = linear_fast("text_linear.weight", 7, 0, rows, cols).unwrap();
+        for row0 in [0, 1, 4500, 9000] {
+            let one = linear_fast("text_linear.weight", 7, row0, 1, cols).unwrap();
+            let w = cols / 4;
+            assert_eq!(one.q8.quants[..], whole.q8.quants[row0 * w..(row0 + 1) * w], "row {row0}");
+        }
+        // Q8_0's symmetric range: no quant is -128 (0x80), and the scale is sqrt(3 / cols) / 127.
+        assert!(whole.q8.quants.iter().flat_map(|w| w.to_le_bytes()).all(|b| b != 0x80));
+        let d = half::f16::from_bits(whole.q8.scales[0] as u16).to_f64();
+        assert!((d - (3.0f64 / cols as f64).sqrt() / 127.0).abs() < 1e-6, "scale {d}");
+        // The f32 tables: values in [-1, 1), not all equal, the same over a split.
+        let mut a = vec![0f32; 2049 * 64];
+        fill_table(Generator::Fast, "emb.0.weight", 7, 2049, 64, &mut a).unwrap();
+        let mut b = vec![0f32; 64];
+        let st = Stream::new("emb.0.weight", 7);
+        for (j, x) in b.iter_mut().enumerate() {
+            let i = 2048 * 64 + j;
+            *x = ((st.bits(i / 4) >> (16 * (i % 4))) as u16) as f32 / 32768.0 - 1.0;
+        }
+        assert_eq!(a[2048 * 64..], b[..]);
+        assert!(a.iter().all(|v| (-1.0..1.0).contains(v)) && a.iter().any(|&v| v != a[0]));
+    }
 }
