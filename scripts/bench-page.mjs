@@ -24,7 +24,7 @@ try {
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, JSON.stringify(r, null, 2));
   console.log(`adapter: ${JSON.stringify(r.adapter)} (headless Chromium; on SwiftShader a CPU emulating a GPU: for regressions only)`);
-  console.log(await page.evaluate(() => [...document.querySelectorAll("#results tr")].map((tr) => [...tr.cells].map((c) => c.textContent.padStart(9)).join(" ")).join("\n")));
+  console.log(await page.evaluate(() => [...document.querySelectorAll("#results tr")].map((tr) => [...tr.cells].map((c, i) => (i ? c.textContent.padStart(10) : c.textContent.padEnd(34))).join("")).join("\n")));
   console.log(await page.evaluate(() => document.getElementById("summary").innerText));
   console.log(`report: ${out}`);
   if (r.error) console.error(`the benchmark failed: ${r.error}`);

@@ -161,11 +161,11 @@ test(`full duplex Moshi for ${SECONDS} s of speech on the synthetic model`, asyn
 // The benchmark page (www/bench.html) runs every stage on the synthetic model and reports
 // the native `--json` fields; a handful of frames, for its wiring, not for its times.
 test("the benchmark page reports every stage for a few frames", async () => {
-  const frames = 3;
+  const frames = 2;
   const bench = await browser.newPage();
   bench.on("pageerror", (e) => log("bench page error:", e.message));
   const t0 = Date.now();
-  await bench.goto(`${url}bench.html?frames=${frames}&warmup=1&replays=0&bandwidth=0`);
+  await bench.goto(`${url}bench.html?frames=${frames}&warmup=0&replays=0&bandwidth=0`);
   await bench.waitForFunction(() => window.benchDone, null, { timeout: 300_000, polling: 250 });
   const r = await bench.evaluate(() => window.benchResult);
   await bench.close();
