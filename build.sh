@@ -8,7 +8,8 @@
 #                       app end to end (Playwright)
 #   ./build.sh codec    a synthetic Mimi checkpoint at the released geometry, a real speech
 #                       clip through the GPU codec and back (out/roundtrip.wav), a benchmark
-#   ./build.sh bench    the benchmarks, natively and in headless Chromium
+#   ./build.sh bench    the benchmarks, natively and in headless Chromium (the benchmark
+#                       page www/bench.html, BENCH_QUERY=frames=20&warmup=2)
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -131,8 +132,12 @@ case "${1:-main}" in
     checkpoint
     say "native Mimi benchmark, 200 frames"
     "$BIN" bench --checkpoint "$CKPT" --frames 200
-    say "browser Mimi benchmark, 100 frames (slow on SwiftShader without a GPU)"
-    wasm-pack test --headless --chrome --release --test web_bench -- --include-ignored
+    # The benchmark page: every stage (Mimi encode and decode, the LM step, the full-duplex
+    # frame) on the small synthetic model, in headless Chromium; few frames, as SwiftShader
+    # (a CPU emulating a GPU) is for regressions only. BENCH_QUERY to change them.
+    web_app
+    say "browser benchmark page (www/bench.html) in headless Chromium: ${BENCH_QUERY:-frames=20&warmup=2}"
+    node scripts/bench-page.mjs "${BENCH_QUERY:-frames=20&warmup=2}" out/bench-page.json
     say "native loader benchmark: Moshi 7B's geometry in bf16 (15.4 GB, generated) -> Q8_0"
     cargo run --release --quiet --example load_bench
     say "browser loader benchmark: the same file through fetch from a local server"

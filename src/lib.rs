@@ -9,12 +9,15 @@
 //!   GPU plans and as the CPU oracle;
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
+//! - [`bench`]: the per-stage benchmarks (Mimi encode and decode, the LM step, the whole
+//!   full-duplex frame), shared by the command-line tool and the web bindings;
 //! - [`resample`]: streaming sample-rate conversion (the device's rate to and from 24 kHz);
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool;
 //! - [`heap`] (native): heap accounting for the benchmarks;
 //! - `web` (wasm32): the browser side: checkpoints through `fetch` and the Cache API, and
 //!   the bindings the web app's Worker drives.
 
+pub mod bench;
 pub mod error;
 pub mod gpu;
 pub mod mimi;

@@ -13,7 +13,7 @@ mod common;
 use std::rc::Rc;
 
 use common::moshi::*;
-use inferencelayer::moshi::synthetic::{lm_gguf, upload_synthetic};
+use inferencelayer::moshi::synthetic::{lm_gguf, upload_synthetic, upload_synthetic_with, Generator};
 use inferencelayer::moshi::{Lm, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::{Error, GpuContext};
@@ -224,6 +224,16 @@ fn synthetic_weights_written_tensor_by_tensor_equal_the_uploaded_ones() {
             let n = same_buffers(&ctx, &streamed, &uploaded, &format!("seed {seed}")).await;
             eprintln!("seed {seed}: {n} buffers equal");
         }
+        // The fast generator (`bench-lm --weights fast`, `benchLm`'s `weights: "fast"`): the
+        // same bits written tensor by tensor as built whole (over threads) and uploaded.
+        let streamed = upload_synthetic_with(&ctx, &g.config, 42, Generator::Fast).unwrap();
+        let uploaded = LmWeights::synthetic_with(&g.config, 42, Generator::Fast).unwrap().upload(&ctx).unwrap();
+        let n = same_buffers(&ctx, &streamed, &uploaded, "fast generator").await;
+        eprintln!("fast generator: {n} buffers equal");
+        let hash = upload_synthetic(&ctx, &g.config, 42).unwrap();
+        let (pa, pb) = (&streamed.text_emb.parts[0].0, &hash.text_emb.parts[0].0);
+        let n = (pa.size() / 4) as usize;
+        assert_ne!(ctx.read_f32(pa, n).await.unwrap(), ctx.read_f32(pb, n).await.unwrap(), "the fast rule is not the hash rule");
         let (a, b) = (upload_synthetic(&ctx, &g.config, 5).unwrap(), upload_synthetic(&ctx, &g.config, 6).unwrap());
         let (pa, pb) = (&a.text_emb.parts[0].0, &b.text_emb.parts[0].0);
         let n = (pa.size() / 4) as usize;

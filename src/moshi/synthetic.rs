@@ -11,6 +11,14 @@
 //! `lm_checkpoint(&config.tensor_specs(), seed)` with [`LmWeights::from_safetensors`]: the same
 //! quants, the same f16 scales, the same f32 tables (the test below checks it, bit for bit).
 //!
+//! [`Generator::Fast`] is a cheaper rule for benchmarks only (a sixth of the time natively
+//! and on wasm32's one thread): each 64-bit hash gives eight Q8_0 quants at once (bytes as
+//! `i8`, -128 read as -127) under one f16 scale per tensor, `sqrt(3 / fan) / 127`, so a
+//! linear's values are uniform in the same range as the hash rule's; each hash gives an
+//! embedding table four f32 values (16 bits each, uniform in [-1, 1)). Integer hashing and
+//! one f16 rounding: natively and on wasm32 the same bits. Its weights are not those of any
+//! checkpoint the generators write, and the parity tests never use it.
+//!
 //! Memory: linears are quantized block by block as their values are generated, so no f32
 //! copy of a linear ever exists; the peak is the finished weights (Q8_0 linears, f32
 //! embedding tables and gains) plus the f16 block scales of one linear. Natively each tensor
@@ -25,6 +33,36 @@ use crate::gpu::GpuContext;
 use crate::error::{Error, Result};
 use crate::weights::q8::{quantize_block, Q8Tensor, BLOCK};
 use crate::weights::synthetic::Stream;
+
+/// Which rule gives the synthetic LM's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Generator {
+    /// The rules of `tests/reference/MOSHI.md`: one hash per element, the same weights as
+    /// the checkpoint `synthetic-lm` writes.
+    #[default]
+    Hash,
+    /// Eight Q8_0 quants or four table values per hash (the module doc): benchmarks only.
+    Fast,
+}
+
+impl Generator {
+    /// `"hash"` or `"fast"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Generator::Hash => "hash",
+            Generator::Fast => "fast",
+        }
+    }
+
+    /// [`Generator`] from its [`Self::name`]; [`Error::Input`] naming the choices otherwise.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "hash" => Ok(Generator::Hash),
+            "fast" => Ok(Generator::Fast),
+            other => Err(Error::Input(format!("unknown synthetic weights generator `{other}` (hash or fast)"))),
+        }
+    }
+}
 
 /// Fewest elements worth a thread of their own.
 #[cfg(not(target_arch = "wasm32"))]
@@ -127,6 +165,72 @@ fn linear(name: &str, seed: u64, row0: usize, rows: usize, cols: usize) -> Resul
     Ok(Q8Linear { name: name.to_string(), q8: Q8Tensor { rows, cols, quants, scales } })
 }
 
+/// [`linear`] by [`Generator::Fast`]'s rule: quant word `w` of the tensor (four quants) is
+/// half of hash `w / 2`; every block's scale is `sqrt(3 / cols) / 127` in f16.
+fn linear_fast(name: &str, seed: u64, row0: usize, rows: usize, cols: usize) -> Result<Q8Linear> {
+    if cols % BLOCK != 0 || cols == 0 {
+        return Err(Error::Quant { name: name.into(), why: format!("the last dimension is {cols}, not a positive multiple of {BLOCK}") });
+    }
+    let st = Stream::new(name, seed);
+    let words_per_row = cols / 4;
+    let mut quants = vec![0u32; rows * words_per_row];
+    let mut none: [u8; 0] = [];
+    // -128 is outside Q8_0's symmetric range: read it as -127.
+    let fix = |w: u32| {
+        let mut b = w.to_le_bytes();
+        for x in &mut b {
+            if *x == 0x80 {
+                *x = 0x81;
+            }
+        }
+        u32::from_le_bytes(b)
+    };
+    let fill = |r0: usize, q: &mut [u32], _: &mut [u8]| -> Result<()> {
+        let w0 = (row0 + r0) * words_per_row;
+        for (j, pair) in q.chunks_mut(2).enumerate() {
+            // Rows hold a whole number of blocks (8 words), so pairs never straddle a range.
+            let h = st.bits((w0 / 2) + j);
+            pair[0] = fix(h as u32);
+            if let Some(second) = pair.get_mut(1) {
+                *second = fix((h >> 32) as u32);
+            }
+        }
+        Ok(())
+    };
+    for_row_ranges(rows, (&mut quants, words_per_row), (&mut none, 0), &fill)?;
+    let d = half::f16::from_f64((3.0 / cols as f64).sqrt() / 127.0).to_bits() as u32;
+    let blocks = rows * (cols / BLOCK);
+    let scales = vec![d | d << 16; blocks.div_ceil(2)];
+    Ok(Q8Linear { name: name.to_string(), q8: Q8Tensor { rows, cols, quants, scales } })
+}
+
+/// Rows `[row0, row0 + rows)` of linear `name` by `gen`'s rule.
+fn linear_by(gen: Generator, name: &str, seed: u64, row0: usize, rows: usize, cols: usize) -> Result<Q8Linear> {
+    match gen {
+        Generator::Hash => linear(name, seed, row0, rows, cols),
+        Generator::Fast => linear_fast(name, seed, row0, rows, cols),
+    }
+}
+
+/// An embedding table's values by `gen`'s rule into `out` (`rows` rows of `cols`).
+fn fill_table(gen: Generator, name: &str, seed: u64, rows: usize, cols: usize, out: &mut [f32]) -> Result<()> {
+    if gen == Generator::Hash {
+        return fill_f32(name, seed, rows, cols, out, emb_value);
+    }
+    let st = Stream::new(name, seed);
+    let mut none: [u8; 0] = [];
+    let fill = |r0: usize, o: &mut [f32], _: &mut [u8]| -> Result<()> {
+        let i0 = r0 * cols;
+        for (j, x) in o.iter_mut().enumerate() {
+            let i = i0 + j;
+            let bits = (st.bits(i / 4) >> (16 * (i % 4))) as u16;
+            *x = bits as f32 / 32768.0 - 1.0;
+        }
+        Ok(())
+    };
+    for_row_ranges(rows, (out, cols), (&mut none, 0), &fill)
+}
+
 /// The f32 values `v(s(name, i))` of a tensor of `rows` rows of `cols`, written into `out`.
 fn fill_f32(name: &str, seed: u64, rows: usize, cols: usize, out: &mut [f32], v: fn(f64) -> f32) -> Result<()> {
     let st = Stream::new(name, seed);
@@ -148,10 +252,10 @@ fn alpha_value(s: f64) -> f32 {
     (1.0 + 0.1 * s) as f32
 }
 
-/// An embedding table `name` `[rows, cols]`.
-fn table(name: &str, seed: u64, rows: usize, cols: usize) -> Result<Vec<f32>> {
+/// An embedding table `name` `[rows, cols]` by `gen`'s rule.
+fn table(gen: Generator, name: &str, seed: u64, rows: usize, cols: usize) -> Result<Vec<f32>> {
     let mut v = vec![0f32; rows * cols];
-    fill_f32(name, seed, rows, cols, &mut v, emb_value)?;
+    fill_table(gen, name, seed, rows, cols, &mut v)?;
     Ok(v)
 }
 
@@ -167,6 +271,7 @@ fn alpha(name: &str, seed: u64, dim: usize) -> Result<Vec<f32>> {
 /// `[steps dim, dim]`), gating `gating.*` (one step) or `gating.k.*` (per step).
 #[allow(clippy::too_many_arguments)]
 fn transformer(
+    gen: Generator,
     prefix: &str,
     seed: u64,
     (num_layers, dim, heads, hidden): (usize, usize, usize, usize),
@@ -184,10 +289,10 @@ fn transformer(
         for k in 0..steps {
             let g = if steps == 1 { format!("{p}.gating") } else { format!("{p}.gating.{k}") };
             sw.push(StepWeights {
-                in_proj: linear(&stacked_in, seed, k * 3 * dim, 3 * dim, dim)?,
-                out_proj: linear(&stacked_out, seed, k * dim, dim, dim)?,
-                linear_in: linear(&format!("{g}.linear_in.weight"), seed, 0, 2 * hidden, dim)?,
-                linear_out: linear(&format!("{g}.linear_out.weight"), seed, 0, dim, hidden)?,
+                in_proj: linear_by(gen, &stacked_in, seed, k * 3 * dim, 3 * dim, dim)?,
+                out_proj: linear_by(gen, &stacked_out, seed, k * dim, dim, dim)?,
+                linear_in: linear_by(gen, &format!("{g}.linear_in.weight"), seed, 0, 2 * hidden, dim)?,
+                linear_out: linear_by(gen, &format!("{g}.linear_out.weight"), seed, 0, dim, hidden)?,
             });
         }
         layers.push(Layer {
@@ -209,25 +314,31 @@ fn transformer(
 /// embedding tables (peak resident memory 9.2 GB), and about 50 CPU-seconds, spread over
 /// the cores.
 pub fn synthetic_weights(config: &LmConfig, seed: u64) -> Result<LmWeights> {
+    synthetic_weights_with(config, seed, Generator::Hash)
+}
+
+/// [`synthetic_weights`] by `gen`'s rule ([`Generator::Fast`]: the module doc).
+pub fn synthetic_weights_with(config: &LmConfig, seed: u64, gen: Generator) -> Result<LmWeights> {
     config.validate()?;
     let c = config;
     let (d, dd) = (c.dim, c.depformer_dim);
     let rows = c.card + 1;
     let mut emb = vec![0f32; c.n_q * rows * d];
     for (n, part) in emb.chunks_exact_mut(rows * d).enumerate() {
-        fill_f32(&format!("emb.{n}.weight"), seed, rows, d, part, emb_value)?;
+        fill_table(gen, &format!("emb.{n}.weight"), seed, rows, d, part)?;
     }
     Ok(LmWeights {
         config: c.clone(),
         emb,
-        text_emb: table("text_emb.weight", seed, c.text_card + 1, d)?,
-        transformer: transformer("transformer", seed, (c.num_layers, d, c.num_heads, c.hidden()), 1, c.context, c.max_period, true)?,
+        text_emb: table(gen, "text_emb.weight", seed, c.text_card + 1, d)?,
+        transformer: transformer(gen, "transformer", seed, (c.num_layers, d, c.num_heads, c.hidden()), 1, c.context, c.max_period, true)?,
         out_norm: alpha("out_norm.alpha", seed, d)?,
-        text_linear: linear("text_linear.weight", seed, 0, c.text_card, d)?,
-        depformer_in: (0..c.dep_q).map(|k| linear(&format!("depformer_in.{k}.weight"), seed, 0, dd, d)).collect::<Result<_>>()?,
-        depformer_text_emb: table("depformer_text_emb.weight", seed, c.text_card + 1, dd)?,
-        depformer_emb: (0..c.dep_q - 1).map(|j| table(&format!("depformer_emb.{j}.weight"), seed, rows, dd)).collect::<Result<_>>()?,
+        text_linear: linear_by(gen, "text_linear.weight", seed, 0, c.text_card, d)?,
+        depformer_in: (0..c.dep_q).map(|k| linear_by(gen, &format!("depformer_in.{k}.weight"), seed, 0, dd, d)).collect::<Result<_>>()?,
+        depformer_text_emb: table(gen, "depformer_text_emb.weight", seed, c.text_card + 1, dd)?,
+        depformer_emb: (0..c.dep_q - 1).map(|j| table(gen, &format!("depformer_emb.{j}.weight"), seed, rows, dd)).collect::<Result<_>>()?,
         depformer: transformer(
+            gen,
             "depformer",
             seed,
             (c.depformer_num_layers, dd, c.depformer_num_heads, c.depformer_hidden()),
@@ -236,7 +347,7 @@ pub fn synthetic_weights(config: &LmConfig, seed: u64) -> Result<LmWeights> {
             c.depformer_max_period,
             false,
         )?,
-        linears: (0..c.dep_q).map(|k| linear(&format!("linears.{k}.weight"), seed, 0, c.card, dd)).collect::<Result<_>>()?,
+        linears: (0..c.dep_q).map(|k| linear_by(gen, &format!("linears.{k}.weight"), seed, 0, c.card, dd)).collect::<Result<_>>()?,
     })
 }
 
@@ -244,6 +355,11 @@ impl LmWeights {
     /// [`synthetic_weights`]: seeded synthetic weights of `config`, built in memory.
     pub fn synthetic(config: &LmConfig, seed: u64) -> Result<LmWeights> {
         synthetic_weights(config, seed)
+    }
+
+    /// [`synthetic_weights_with`]: seeded synthetic weights of `config` by `gen`'s rule.
+    pub fn synthetic_with(config: &LmConfig, seed: u64, gen: Generator) -> Result<LmWeights> {
+        synthetic_weights_with(config, seed, gen)
     }
 }
 
@@ -254,6 +370,12 @@ impl LmWeights {
 /// with. Errors: [`Error::Config`] for an invalid config, [`Error::Limit`] from
 /// [`LmGpuWeights::allocate`], the device's error after the writes.
 pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Result<LmGpuWeights> {
+    upload_synthetic_with(ctx, config, seed, Generator::Hash)
+}
+
+/// [`upload_synthetic`] by `gen`'s rule: the same buffers, bit for bit, as
+/// `LmWeights::synthetic_with(config, seed, gen)?.upload(ctx)`.
+pub fn upload_synthetic_with(ctx: &GpuContext, config: &LmConfig, seed: u64, gen: Generator) -> Result<LmGpuWeights> {
     let g = LmGpuWeights::allocate(ctx, config)?;
     let c = config;
     let q = &ctx.queue;
@@ -275,10 +397,10 @@ pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Resul
                 let gating = if steps == 1 { format!("{p}.gating") } else { format!("{p}.gating.{k}") };
                 f(&gs.norm1, 0, &norm1);
                 f(&gs.norm2, 0, &norm2);
-                l(&gs.in_proj, linear(&stacked_in, seed, k * 3 * gpu.dim, 3 * gpu.dim, gpu.dim))?;
-                l(&gs.out_proj, linear(&stacked_out, seed, k * gpu.dim, gpu.dim, gpu.dim))?;
-                l(&gs.linear_in, linear(&format!("{gating}.linear_in.weight"), seed, 0, 2 * gpu.hidden, gpu.dim))?;
-                l(&gs.linear_out, linear(&format!("{gating}.linear_out.weight"), seed, 0, gpu.dim, gpu.hidden))?;
+                l(&gs.in_proj, linear_by(gen, &stacked_in, seed, k * 3 * gpu.dim, 3 * gpu.dim, gpu.dim))?;
+                l(&gs.out_proj, linear_by(gen, &stacked_out, seed, k * gpu.dim, gpu.dim, gpu.dim))?;
+                l(&gs.linear_in, linear_by(gen, &format!("{gating}.linear_in.weight"), seed, 0, 2 * gpu.hidden, gpu.dim))?;
+                l(&gs.linear_out, linear_by(gen, &format!("{gating}.linear_out.weight"), seed, 0, gpu.dim, gpu.hidden))?;
             }
         }
         Ok(())
@@ -286,25 +408,25 @@ pub fn upload_synthetic(ctx: &GpuContext, config: &LmConfig, seed: u64) -> Resul
     let (d, dd, rows) = (c.dim, c.depformer_dim, c.card + 1);
     let mut part = vec![0f32; rows * d];
     for n in 0..c.n_q {
-        fill_f32(&format!("emb.{n}.weight"), seed, rows, d, &mut part, emb_value)?;
+        fill_table(gen, &format!("emb.{n}.weight"), seed, rows, d, &mut part)?;
         g.emb.write_rows(q, n * rows, &part)?;
     }
     drop(part);
-    g.text_emb.write_rows(q, 0, &table("text_emb.weight", seed, c.text_card + 1, d)?)?;
+    g.text_emb.write_rows(q, 0, &table(gen, "text_emb.weight", seed, c.text_card + 1, d)?)?;
     q.submit([]);
     t(&g.transformer, "transformer")?;
     f(&g.out_norm, 0, &alpha("out_norm.alpha", seed, d)?);
-    l(&g.text_linear, linear("text_linear.weight", seed, 0, c.text_card, d))?;
+    l(&g.text_linear, linear_by(gen, "text_linear.weight", seed, 0, c.text_card, d))?;
     for (k, gpu) in g.depformer_in.iter().enumerate() {
-        l(gpu, linear(&format!("depformer_in.{k}.weight"), seed, 0, dd, d))?;
+        l(gpu, linear_by(gen, &format!("depformer_in.{k}.weight"), seed, 0, dd, d))?;
     }
-    g.depformer_text_emb.write_rows(q, 0, &table("depformer_text_emb.weight", seed, c.text_card + 1, dd)?)?;
+    g.depformer_text_emb.write_rows(q, 0, &table(gen, "depformer_text_emb.weight", seed, c.text_card + 1, dd)?)?;
     for (j, gpu) in g.depformer_emb.iter().enumerate() {
-        gpu.write_rows(q, 0, &table(&format!("depformer_emb.{j}.weight"), seed, rows, dd)?)?;
+        gpu.write_rows(q, 0, &table(gen, &format!("depformer_emb.{j}.weight"), seed, rows, dd)?)?;
     }
     t(&g.depformer, "depformer")?;
     for (k, gpu) in g.linears.iter().enumerate() {
-        l(gpu, linear(&format!("linears.{k}.weight"), seed, 0, c.card, dd))?;
+        l(gpu, linear_by(gen, &format!("linears.{k}.weight"), seed, 0, c.card, dd))?;
     }
     q.submit([]);
     ctx.take_error()?;
@@ -553,5 +675,34 @@ mod tests {
             ..LmConfig::default()
         };
         assert_same_as_loaded(&config, 7);
+    }
+
+    #[test]
+    fn fast_generator_is_the_same_across_thread_splits_and_row_offsets() {
+        // `linear_fast` over a whole tensor (split over threads at row boundaries of the
+        // 9001-row text head), against the same rows built one by one and as stacked row
+        // blocks: every quant word depends only on its index in the tensor.
+        let (rows, cols) = (9001, 96);
+        let whole = linear_fast("text_linear.weight", 7, 0, rows, cols).unwrap();
+        for row0 in [0, 1, 4500, 9000] {
+            let one = linear_fast("text_linear.weight", 7, row0, 1, cols).unwrap();
+            let w = cols / 4;
+            assert_eq!(one.q8.quants[..], whole.q8.quants[row0 * w..(row0 + 1) * w], "row {row0}");
+        }
+        // Q8_0's symmetric range: no quant is -128 (0x80), and the scale is sqrt(3 / cols) / 127.
+        assert!(whole.q8.quants.iter().flat_map(|w| w.to_le_bytes()).all(|b| b != 0x80));
+        let d = half::f16::from_bits(whole.q8.scales[0] as u16).to_f64();
+        assert!((d - (3.0f64 / cols as f64).sqrt() / 127.0).abs() < 1e-6, "scale {d}");
+        // The f32 tables: values in [-1, 1), not all equal, the same over a split.
+        let mut a = vec![0f32; 2049 * 64];
+        fill_table(Generator::Fast, "emb.0.weight", 7, 2049, 64, &mut a).unwrap();
+        let mut b = vec![0f32; 64];
+        let st = Stream::new("emb.0.weight", 7);
+        for (j, x) in b.iter_mut().enumerate() {
+            let i = 2048 * 64 + j;
+            *x = ((st.bits(i / 4) >> (16 * (i % 4))) as u16) as f32 / 32768.0 - 1.0;
+        }
+        assert_eq!(a[2048 * 64..], b[..]);
+        assert!(a.iter().all(|v| (-1.0..1.0).contains(v)) && a.iter().any(|&v| v != a[0]));
     }
 }

@@ -6,7 +6,8 @@
 //!   with Moshi's text decoded;
 //! - [`codec`]: [`MimiCodec`], Mimi alone (encode and decode frames on the GPU), and
 //!   [`mimi_cpu_roundtrip`], the CPU oracle over a whole clip;
-//! - [`bench`]: `benchLm`, the native `bench-lm`'s LM loop on this WebGPU;
+//! - [`bench`]: `benchMimi` and `benchLm`, the native `bench` and `bench-lm` (every stage,
+//!   the same JSON report) on this WebGPU;
 //! - [`resample`]: [`StreamResampler`], the device's rate to and from 24 kHz;
 //! - [`limits`]: emulated device limits and the capability check made before a download;
 //! - [`load`]: the models' weights from a URL (streamed) or a file's bytes;

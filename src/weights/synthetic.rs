@@ -32,6 +32,14 @@ impl Stream {
     pub(crate) fn new(name: &str, seed: u64) -> Self {
         Self { key: fnv1a64(name.as_bytes()) ^ seed }
     }
+    /// The 64 hash bits of element `i` (`u(i)` is their top 24 bits over 2^24).
+    #[inline(always)]
+    pub(crate) fn bits(&self, i: usize) -> u64 {
+        let mut z = self.key.wrapping_add((i as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
     #[inline(always)]
     pub(crate) fn u(&self, i: usize) -> f64 {
         let mut z = self.key.wrapping_add((i as u64 + 1).wrapping_mul(0x9E3779B97F4A7C15));

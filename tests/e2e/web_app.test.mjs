@@ -157,3 +157,31 @@ test(`full duplex Moshi for ${SECONDS} s of speech on the synthetic model`, asyn
   await page.screenshot({ path: `${OUT}/e2e-web-app.png`, fullPage: true });
   log(`screenshot: ${OUT}/e2e-web-app.png`);
 });
+
+// The benchmark page (www/bench.html) runs every stage on the synthetic model and reports
+// the native `--json` fields; a handful of frames, for its wiring, not for its times.
+test("the benchmark page reports every stage for a few frames", async () => {
+  const frames = 2;
+  const bench = await browser.newPage();
+  bench.on("pageerror", (e) => log("bench page error:", e.message));
+  const t0 = Date.now();
+  await bench.goto(`${url}bench.html?frames=${frames}&warmup=0&replays=0&bandwidth=0`);
+  await bench.waitForFunction(() => window.benchDone, null, { timeout: 300_000, polling: 250 });
+  const r = await bench.evaluate(() => window.benchResult);
+  await bench.close();
+  log(`bench page: ${((Date.now() - t0) / 1000).toFixed(0)} s, adapter ${JSON.stringify(r.adapter)}, stages ${JSON.stringify(Object.fromEntries(Object.entries(r.stages).map(([k, s]) => [k, +s.p50.toFixed(1)])))}`);
+  assert.equal(r.error, null, "the benchmark failed");
+  assert.equal(typeof r.adapter, "string");
+  for (const k of ["mimi_encode", "mimi_decode", "mimi_encode_decode", "lm_step", "lm_cpu", "temporal", "depformer", "full_duplex_frame"]) {
+    const s = r.stages[k];
+    assert.ok(s && s.p50 > 0 && s.p50 <= s.p95 && s.p95 <= s.p99 && s.over_80ms <= frames, `${k}: ${JSON.stringify(s)}`);
+  }
+  assert.equal(r.mimi.frames, frames);
+  assert.equal(r.lm.frames, frames);
+  assert.ok(r.mimi.dispatches_per_frame.encode > 0 && r.mimi.submits_per_frame.decode > 0, "Mimi's dispatches and submits");
+  assert.equal(r.lm.dispatches_per_frame.total, r.lm.dispatches_per_frame.temporal + r.lm.dispatches_per_frame.depformer);
+  assert.ok(r.lm.gpu_bytes.total > r.lm.gpu_bytes.q8_linears && r.lm.achieved_gbs > 0, "GPU bytes and bandwidth");
+  // The whole step includes its CPU part; the full-duplex frame includes its encode.
+  assert.ok(r.stages.lm_step.p50 >= r.stages.lm_cpu.p50, "step vs its CPU part");
+  assert.ok(r.lm.full_duplex_frame_ms.p50 >= r.lm.full_duplex_encode_ms.p50, "frame vs its encode");
+});

@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use inferencelayer::audio;
+use inferencelayer::bench::{self, bench_signal, Stats};
 use inferencelayer::moshi::synthetic as lm_synthetic;
 use inferencelayer::moshi::tokenizer::{TextStream, TextTokenizer};
 use inferencelayer::moshi::{Lm, LmConfig, LmGen, LmGpuWeights, LmLoader, LmWeights, Sampling, StreamSampling};
@@ -39,16 +40,13 @@ use inferencelayer::mimi::MimiLoader;
 use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::gpu::{capability_json, submits_for, GpuLimits, Plan};
-use inferencelayer::session::Session;
+use inferencelayer::gpu::{capability_json, submits_for, GpuLimits};
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
 use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
 /// drawn from them give varying codes on speech.
 const CODEBOOK_STATS_NPY: &[u8] = include_bytes!("../../../tests/golden/mimi_codebook_stats.npy");
-/// The benchmark's test signal: 2.96 s of speech, 24 kHz mono 16-bit.
-const BENCH_WAV: &[u8] = include_bytes!("../../../tests/golden/mimi_input.wav");
 /// The reduced LM geometry of the parity tests (`tests/reference/MOSHI.md`): the default of
 /// `synthetic-lm`, whose f32 checkpoint at Moshi 7B's geometry would be 31 GB.
 const SMALL_LM_CONFIG: &str = include_str!("../../../tests/golden/moshi_config.json");
@@ -211,6 +209,11 @@ enum Command {
         /// as `Session::step` runs it.
         #[arg(long)]
         mimi: Option<PathBuf>,
+        /// The synthetic weights' rule: `hash` (one hash per value, the weights of
+        /// `synthetic-lm`) or `fast` (eight Q8_0 quants per hash, about a sixth of the time;
+        /// the wasm build's `benchLm` builds the same bits).
+        #[arg(long, default_value = "hash", value_parser = ["hash", "fast"])]
+        weights: String,
         /// Print the results as JSON.
         #[arg(long)]
         json: bool,
@@ -506,77 +509,12 @@ fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Resu
     Ok(())
 }
 
-/// p50, p95 (nearest rank) and mean of durations in milliseconds.
-struct Stats {
-    p50: f64,
-    p95: f64,
-    p99: f64,
-    mean: f64,
-    /// Frames over 80 ms (the real-time budget of one frame).
-    over: usize,
-}
-
-impl Stats {
-    fn of(ms: &[f64]) -> Self {
-        let mut v = ms.to_vec();
-        v.sort_by(f64::total_cmp);
-        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Self {
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            over: v.iter().filter(|&&m| m > 80.0).count(),
-        }
-    }
-    fn json(&self) -> serde_json::Value {
-        serde_json::json!({ "p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean, "over_80ms": self.over })
-    }
-}
-
 fn print_stats_header() {
     println!("{:<17}{:>9}{:>9}{:>9}{:>9}{:>8}", "per frame", "p50 ms", "p95 ms", "p99 ms", "mean ms", ">80 ms");
 }
 
 fn print_stats(name: &str, s: &Stats) {
     println!("{name:<17}{:>9.3}{:>9.3}{:>9.3}{:>9.3}{:>8}", s.p50, s.p95, s.p99, s.mean, s.over);
-}
-
-/// Per-step GPU times of `replays` replays of `plan` (timestamp queries), grouped by label
-/// with the layer and step numbers taken out: (group, dispatches per replay, median ms per
-/// replay), largest first. `None` where the device has no timestamp queries.
-async fn profile(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<Option<Vec<(String, usize, f64)>>> {
-    if !ctx.info.timestamps || replays == 0 {
-        return Ok(None);
-    }
-    let mut runs = Vec::with_capacity(replays);
-    for _ in 0..replays {
-        runs.push(plan.profile(ctx).await?);
-    }
-    let labels = plan.labels();
-    let mut groups: Vec<(String, usize, f64)> = Vec::new();
-    for (i, label) in labels.iter().enumerate() {
-        let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
-        v.sort_by(f64::total_cmp);
-        let ms = v[v.len() / 2];
-        let mut key = String::new();
-        for ch in label.chars() {
-            if !ch.is_ascii_digit() {
-                key.push(ch);
-            } else if !key.ends_with('N') {
-                key.push('N');
-            }
-        }
-        match groups.iter_mut().find(|g| g.0 == key) {
-            Some(g) => {
-                g.1 += 1;
-                g.2 += ms;
-            }
-            None => groups.push((key, 1, ms)),
-        }
-    }
-    groups.sort_by(|a, b| b.2.total_cmp(&a.2));
-    Ok(Some(groups))
 }
 
 fn print_profile(title: &str, groups: &[(String, usize, f64)]) {
@@ -589,105 +527,13 @@ fn print_profile(title: &str, groups: &[(String, usize, f64)]) {
     }
 }
 
-fn profile_json(groups: &Option<Vec<(String, usize, f64)>>) -> serde_json::Value {
-    match groups {
-        None => serde_json::Value::Null,
-        Some(g) => g.iter().map(|(k, c, ms)| serde_json::json!({ "step": k, "dispatches": c, "ms": ms })).collect(),
-    }
+/// Milliseconds since the first call, the benchmarks' clock.
+fn now_ms() -> f64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
 }
 
-/// Device memory bandwidth in GB/s (bytes read plus written) of a copy of a 512 MiB buffer:
-/// by the `copy_v4` probe of `shaders/bandwidth.wgsl` (one 16-byte load and store per
-/// thread; a scalar copy of 64-thread workgroups stops at a fifth of the bandwidth on a
-/// large GPU, bound by how fast workgroups start) timed with timestamp queries (the best of
-/// 5) where the device has them, else by `copy_buffer_to_buffer` 10 times in one submit
-/// timed on the CPU. The ceiling the achieved figures are compared to.
-async fn copy_bandwidth(ctx: &GpuContext) -> Result<(f64, &'static str)> {
-    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8) & !3;
-    let size = (len * 4) as u64;
-    let (a, b) = (ctx.zeros("bandwidth src", len)?, ctx.zeros("bandwidth dst", len)?);
-    if ctx.info.timestamps {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("bandwidth"),
-            source: wgpu::ShaderSource::Wgsl(include_str!("../../../shaders/bandwidth.wgsl").into()),
-        });
-        let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("copy_v4"),
-            layout: None,
-            module: &module,
-            entry_point: Some("copy_v4"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let vecs = len / 4;
-        let params = ctx.uniform("bandwidth params", bytemuck::cast_slice(&[vecs as u32, 0, 0, 0]));
-        let bind = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("copy_v4"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 2, resource: a.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 3, resource: b.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 6, resource: params.as_entire_binding() },
-            ],
-        });
-        let groups = vecs.div_ceil(256);
-        let gx = groups.min(32768);
-        let (gx, gy) = (gx as u32, groups.div_ceil(gx) as u32);
-        const RUNS: u32 = 6;
-        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("bandwidth"),
-            ty: wgpu::QueryType::Timestamp,
-            count: 2 * RUNS,
-        });
-        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("bandwidth"),
-            size: 16 * RUNS as u64,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let rb = inferencelayer::gpu::Readback::new(ctx, 16 * RUNS as u64);
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        for j in 0..RUNS {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &set,
-                    beginning_of_pass_write_index: Some(2 * j),
-                    end_of_pass_write_index: Some(2 * j + 1),
-                }),
-            });
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(gx, gy, 1);
-        }
-        enc.resolve_query_set(&set, 0..2 * RUNS, &resolved, 0);
-        rb.copy(&mut enc, &resolved);
-        ctx.queue.submit([enc.finish()]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
-        let period_ms = ctx.queue.get_timestamp_period() as f64 * 1e-6;
-        let best = ticks.chunks_exact(2).skip(1).map(|t| t[1].saturating_sub(t[0]) as f64 * period_ms).fold(f64::INFINITY, f64::min);
-        return Ok((2.0 * size as f64 / (best * 1e-3) / 1e9, "16-byte copy kernel, timestamp queries"));
-    }
-    let mut best = 0f64;
-    for reps in [1u64, 10] {
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        for _ in 0..reps {
-            enc.copy_buffer_to_buffer(&a, 0, &b, 0, size);
-        }
-        let t0 = Instant::now();
-        ctx.queue.submit([enc.finish()]);
-        ctx.read_f32(&b, 1).await?;
-        best = (2 * reps * size) as f64 / t0.elapsed().as_secs_f64() / 1e9;
-    }
-    Ok((best, "copy_buffer_to_buffer, CPU clock"))
-}
-
-fn bench_signal() -> Result<Vec<f32>> {
-    let embedded = |e: hound::Error| Error::Input(format!("embedded benchmark clip: {e}"));
-    let mut r = hound::WavReader::new(BENCH_WAV).map_err(embedded)?;
-    r.samples::<i16>().map(|s| s.map(|s| s as f32 / 32768.0).map_err(embedded)).collect()
-}
-
+/// `bench`: [`inferencelayer::bench::bench_mimi`] on the speech clip, printed.
 async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, json: bool) -> Result<()> {
     if frames == 0 {
         return Err(Error::Input("--frames must be at least 1".into()));
@@ -695,53 +541,12 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
     let config = codec.config()?;
     let signal = bench_signal()?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
-    let fs = c.mimi.frame_size();
-    let (mut enc, mut dec, mut both) =
-        (Vec::with_capacity(frames), Vec::with_capacity(frames), Vec::with_capacity(frames));
-    let start = Instant::now();
-    for (i, frame) in signal.chunks_exact(fs).cycle().take(warmup + frames).enumerate() {
-        let t0 = Instant::now();
-        let codes = c.mimi.encode_frame(frame).await?;
-        let t1 = Instant::now();
-        c.mimi.decode_frame(i, &codes).await?;
-        let t2 = Instant::now();
-        if i >= warmup {
-            enc.push((t1 - t0).as_secs_f64() * 1e3);
-            dec.push((t2 - t1).as_secs_f64() * 1e3);
-            both.push((t2 - t0).as_secs_f64() * 1e3);
-        }
-    }
-    let elapsed = start.elapsed();
-    let ctx = c.mimi.context().clone();
-    let enc_profile = profile(&ctx, c.mimi.encode_plan(), replays).await?;
-    let dec_profile = profile(&ctx, c.mimi.decode_plan(), replays).await?;
-    let info = &ctx.info;
-    let (enc_dispatches, dec_dispatches) = c.mimi.dispatches();
-    let frame_ms = 1e3 * fs as f64 / audio::SAMPLE_RATE as f64;
-    let (enc, dec, both) = (Stats::of(&enc), Stats::of(&dec), Stats::of(&both));
+    let r = bench::bench_mimi(&mut c.mimi, &signal, frames, warmup, replays, &now_ms).await?;
     if json {
-        let v = serde_json::json!({
-            "adapter": info.to_string(),
-            "adapter_name": info.name,
-            "queue": info.queue,
-            "backend": info.backend,
-            "device_type": info.device_type,
-            "codebooks": c.mimi.num_codebooks(),
-            "frames": frames,
-            "warmup": warmup,
-            "frame_ms": frame_ms,
-            "dispatches_per_frame": { "encode": enc_dispatches, "decode": dec_dispatches },
-            "passes_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
-            "submits_per_frame": { "encode": submits_for(enc_dispatches), "decode": submits_for(dec_dispatches) },
-            "state_bytes": c.mimi.state_bytes(),
-            "encode_ms": enc.json(),
-            "decode_ms": dec.json(),
-            "encode_decode_ms": both.json(),
-            "profile_encode": profile_json(&enc_profile),
-            "profile_decode": profile_json(&dec_profile),
-        });
-        println!("{v:#}");
+        println!("{:#}", r.json());
     } else {
+        let info = &r.info;
+        let (enc_dispatches, dec_dispatches) = r.dispatches;
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
@@ -750,26 +555,23 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
              streaming state {:.2} MiB",
             submits_for(enc_dispatches),
             submits_for(dec_dispatches),
-            c.mimi.state_bytes() as f64 / (1u64 << 20) as f64
+            r.state_bytes as f64 / (1u64 << 20) as f64
         );
-        println!(
-            "frames         {frames} timed after {warmup} warm-up, {} codebooks, {frame_ms:.0} ms of audio each",
-            c.mimi.num_codebooks()
-        );
+        println!("frames         {frames} timed after {warmup} warm-up, {} codebooks, {:.0} ms of audio each", r.codebooks, r.frame_ms);
         println!();
         print_stats_header();
-        for (name, s) in [("encode", &enc), ("decode", &dec), ("encode+decode", &both)] {
+        for (name, s) in [("encode", &r.encode), ("decode", &r.decode), ("encode+decode", &r.encode_decode)] {
             print_stats(name, s);
         }
-        println!("{:<17}{:>9.2}", "real-time x", frame_ms / both.mean);
-        if let Some(g) = &enc_profile {
+        println!("{:<17}{:>9.2}", "real-time x", r.frame_ms / r.encode_decode.mean);
+        if let Some(g) = &r.profile_encode {
             print_profile("Mimi encode", g);
         }
-        if let Some(g) = &dec_profile {
+        if let Some(g) = &r.profile_decode {
             print_profile("Mimi decode", g);
         }
     }
-    c.summary("benchmarked", warmup + frames, elapsed);
+    c.summary("benchmarked", warmup + frames, std::time::Duration::from_secs_f64(r.elapsed_s));
     Ok(())
 }
 
@@ -1107,17 +909,13 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     Ok(())
 }
 
-/// `bench-lm`. Times every LMGen frame as it runs (`Lm::submit` then `Lm::read_tokens`: the
-/// frame's submits and one readback of `4 (1 + dep_q)` bytes; the CPU's share is the
-/// recording and submitting), then the same frames again on a new stream with the temporal
-/// part and the depformer submitted and waited for apart (`Lm::step_timed`), so the parts add
-/// up to more than the step; then profiles each plan step by step with timestamp queries,
-/// and with `--mimi` times whole full-duplex frames (`Session::step`). Achieved bandwidth is
-/// the Q8_0 linears' bytes (each read once per frame) over the step's p50, against a
-/// device-to-device copy. GPU memory is the sum of the buffers the LM holds, not a driver
-/// reading: the Q8_0 linears and f32 tables as uploaded ([`lm_synthetic::weight_bytes`],
-/// from the config) plus the streaming state (`Lm::state_bytes`: KV rings); activation
-/// buffers are not counted.
+/// `bench-lm`: [`inferencelayer::bench::bench_lm`] on seeded synthetic Q8_0 weights built
+/// in memory (`--weights fast`: the cheaper generator of [`lm_synthetic::Generator::Fast`]),
+/// printed. Achieved bandwidth is the Q8_0 linears' bytes (each read once per frame) over
+/// the step's p50, against a device-to-device copy. GPU memory is the sum of the buffers the
+/// LM holds, not a driver reading: the Q8_0 linears and f32 tables as uploaded
+/// ([`lm_synthetic::weight_bytes`], from the config) plus the streaming state
+/// (`Lm::state_bytes`: KV rings); activation buffers are not counted.
 #[allow(clippy::too_many_arguments)]
 async fn bench_lm(
     config: Option<&Path>,
@@ -1127,146 +925,59 @@ async fn bench_lm(
     greedy: bool,
     replays: usize,
     mimi: Option<&Path>,
+    generator: lm_synthetic::Generator,
     json: bool,
 ) -> Result<()> {
     if frames == 0 {
         return Err(Error::Input("--frames must be at least 1".into()));
     }
     let config = lm_config(config, || Ok(LmConfig::default()))?;
-    let params = lm_synthetic::parameter_count(&config);
-    let (q8_bytes, f32_bytes) = lm_synthetic::weight_bytes(&config);
     let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
 
     let t0 = Instant::now();
-    let weights = LmWeights::synthetic(&config, seed)?;
-    let build_s = t0.elapsed().as_secs_f64();
+    let weights = LmWeights::synthetic_with(&config, seed, generator)?;
+    let build_weights_s = t0.elapsed().as_secs_f64();
     let ctx = Rc::new(GpuContext::new().await?);
-    let (bandwidth, bandwidth_how) = copy_bandwidth(&ctx).await?;
     let t0 = Instant::now();
     let gpu_weights = weights.upload(&ctx)?;
     drop(weights);
-    let mut lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
-    let upload_s = t0.elapsed().as_secs_f64();
-    let info = ctx.info.clone();
-    let (temporal_dispatches, depformer_dispatches) = lm.dispatches();
-    let dispatches = temporal_dispatches + depformer_dispatches;
-    let readback_bytes = 4 * (1 + config.dep_q);
-    let kv_bytes = lm.state_bytes();
-    let users = config.user_streams();
-    let origin = Instant::now();
-    let now = || origin.elapsed().as_secs_f64() * 1e3;
-
-    // The whole step as it runs: one submit, one readback; the CPU's part is the recording
-    // and the submit.
-    let mut gen = LmGen::new(&config);
-    let (mut step_ms, mut cpu_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
-    for t in 0..warmup + frames {
-        let codes = lm_synthetic::bench_user_codes(seed as u32, t, users, config.card);
-        let t0 = now();
-        let input = gen.input(&codes)?;
-        lm.submit(&input, None)?;
-        let t1 = now();
-        let generated = lm.read_tokens().await?;
-        gen.output(&generated);
-        if t >= warmup {
-            step_ms.push(now() - t0);
-            cpu_ms.push(t1 - t0);
-        }
-    }
-    // The same frames again on a new stream, the temporal part and the depformer submitted
-    // and waited for apart (two submits, two readbacks).
-    lm.reset();
-    let mut gen = LmGen::new(&config);
-    let (mut temporal_ms, mut depformer_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
-    for t in 0..warmup + frames {
-        let codes = lm_synthetic::bench_user_codes(seed as u32, t, users, config.card);
-        let input = gen.input(&codes)?;
-        let (generated, [tt, td]) = lm.step_timed(&input, now).await?;
-        gen.output(&generated);
-        if t >= warmup {
-            temporal_ms.push(tt);
-            depformer_ms.push(td);
-        }
-    }
-    let (temporal_plan, depformer_plan) = lm.plans();
-    let temporal_profile = profile(&ctx, temporal_plan, replays).await?;
-    let depformer_profile = profile(&ctx, depformer_plan, replays).await?;
-    drop(lm);
-
-    // The whole full-duplex frame, as a session runs it.
-    let duplex = match mimi {
+    let lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
+    let upload_and_plan_s = t0.elapsed().as_secs_f64();
+    let mimi_weights = match mimi {
         None => None,
-        Some(path) => {
-            let mw = stream_file(path, MimiLoader::checked(&MimiConfig::default(), &ctx.info.limits(), None)?, "Mimi", CHUNK).await?.into_weights()?;
-            let mut session = Session::new(ctx.clone(), &mw, &gpu_weights, sampling).await?;
-            let signal = bench_signal()?;
-            let fs = MimiConfig::default().frame_size();
-            let mut ms = Vec::with_capacity(frames);
-            for (t, pcm) in signal.chunks_exact(fs).cycle().take(warmup + frames).enumerate() {
-                let t0 = now();
-                session.step(pcm).await?;
-                if t >= warmup {
-                    ms.push(now() - t0);
-                }
-            }
-            Some(Stats::of(&ms))
-        }
+        Some(path) => Some(stream_file(path, MimiLoader::checked(&MimiConfig::default(), &ctx.info.limits(), None)?, "Mimi", CHUNK).await?.into_weights()?),
     };
+    let signal = bench_signal()?;
+    let setup = bench::LmSetup { seed, greedy, weights: generator.name(), build_weights_s, upload_and_plan_s };
+    let r = bench::bench_lm(
+        lm,
+        &gpu_weights,
+        sampling,
+        setup,
+        (frames, warmup, replays),
+        true,
+        mimi_weights.as_ref().map(|w| (w, signal.as_slice())),
+        &now_ms,
+    )
+    .await?;
     drop(gpu_weights);
-    let elapsed_s = now() / 1e3;
-    let (step, temporal, depformer, cpu) =
-        (Stats::of(&step_ms), Stats::of(&temporal_ms), Stats::of(&depformer_ms), Stats::of(&cpu_ms));
-    // bytes of weights each frame streams (every Q8_0 linear once) over the step's p50
-    let achieved_gbs = q8_bytes as f64 / step.p50 / 1e6;
-    let frame_ms = 80.0;
-    let gpu_bytes = q8_bytes + f32_bytes + kv_bytes;
-    let size = |b: u64| {
-        if b >= 1 << 30 {
-            format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-        } else {
-            format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
-        }
-    };
+    let info = &r.info;
     if json {
-        let v = serde_json::json!({
-            "adapter": info.to_string(),
-            "adapter_name": info.name,
-            "queue": info.queue,
-            "backend": info.backend,
-            "device_type": info.device_type,
-            "config": {
-                "dim": config.dim, "num_layers": config.num_layers, "num_heads": config.num_heads,
-                "hidden": config.hidden(), "context": config.context, "text_card": config.text_card,
-                "card": config.card, "n_q": config.n_q, "dep_q": config.dep_q,
-                "depformer_dim": config.depformer_dim, "depformer_num_layers": config.depformer_num_layers,
-                "depformer_hidden": config.depformer_hidden(),
-            },
-            "parameters": params,
-            "sampling": if greedy { "greedy" } else { "moshi (text T 0.7 top-k 25, audio T 0.8 top-k 250)" },
-            "seed": seed,
-            "frames": frames,
-            "warmup": warmup,
-            "frame_ms": frame_ms,
-            "build_weights_s": build_s,
-            "upload_and_plan_s": upload_s,
-            "dispatches_per_frame": { "temporal": temporal_dispatches, "depformer": depformer_dispatches, "total": dispatches },
-            "passes_per_frame": submits_for(dispatches),
-            "submits_per_frame": submits_for(dispatches),
-            "readback_bytes_per_frame": readback_bytes,
-            "gpu_bytes": { "q8_linears": q8_bytes, "f32_tables": f32_bytes, "kv_rings": kv_bytes, "total": gpu_bytes },
-            "copy_bandwidth_gbs": bandwidth,
-            "copy_bandwidth_by": bandwidth_how,
-            "achieved_gbs": achieved_gbs,
-            "step_ms": step.json(),
-            "cpu_encode_submit_ms": cpu.json(),
-            "temporal_ms": temporal.json(),
-            "depformer_ms": depformer.json(),
-            "full_duplex_frame_ms": duplex.as_ref().map(Stats::json),
-            "profile_temporal": profile_json(&temporal_profile),
-            "profile_depformer": profile_json(&depformer_profile),
-        });
-        println!("{v:#}");
+        println!("{:#}", r.json());
     } else {
+        let (temporal_dispatches, depformer_dispatches) = r.dispatches;
+        let dispatches = temporal_dispatches + depformer_dispatches;
+        let (q8_bytes, f32_bytes, kv_bytes) = r.gpu_bytes;
+        let gpu_bytes = q8_bytes + f32_bytes + kv_bytes;
+        let (bandwidth, bandwidth_how) = r.copy_bandwidth.unwrap_or((f64::NAN, "not measured"));
+        let achieved_gbs = r.achieved_gbs();
+        let size = |b: u64| {
+            if b >= 1 << 30 {
+                format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+            } else {
+                format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+            }
+        };
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
@@ -1278,10 +989,13 @@ async fn bench_lm(
             config.depformer_num_layers,
             config.dep_q,
             config.context,
-            params as f64 / 1e9
+            lm_synthetic::parameter_count(&config) as f64 / 1e9
         );
         println!("sampling       {}", if greedy { "greedy" } else { "Moshi's (text T 0.7 top-k 25, audio T 0.8 top-k 250)" });
-        println!("build          {build_s:.2} s synthetic Q8_0 weights in memory, {upload_s:.2} s upload and plan");
+        println!(
+            "build          {build_weights_s:.2} s synthetic Q8_0 weights in memory ({} generator), {upload_and_plan_s:.2} s upload and plan",
+            generator.name()
+        );
         println!(
             "GPU memory     {}: Q8_0 linears {}, f32 tables {}, KV rings {} (activations not counted)",
             size(gpu_bytes),
@@ -1291,37 +1005,40 @@ async fn bench_lm(
         );
         println!(
             "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer) \
-             in {} submits of one pass each, {readback_bytes} bytes read back",
-            submits_for(dispatches)
+             in {} submits of one pass each, {} bytes read back",
+            submits_for(dispatches),
+            r.readback_bytes
         );
         println!(
             "bandwidth      {achieved_gbs:.0} GB/s achieved (Q8_0 linears over the step's p50), {:.0}% of a copy's \
              {bandwidth:.0} GB/s ({bandwidth_how})",
             100.0 * achieved_gbs / bandwidth
         );
-        println!("frames         {frames} timed after {warmup} warm-up, {frame_ms:.0} ms of audio each");
+        println!("frames         {frames} timed after {warmup} warm-up, {:.0} ms of audio each", bench::FRAME_MS);
         println!();
         print_stats_header();
-        print_stats("LM step", &step);
-        print_stats("  CPU record+submit", &cpu);
-        print_stats("temporal *", &temporal);
-        print_stats("depformer *", &depformer);
-        if let Some(d) = &duplex {
-            print_stats("full-duplex frame", d);
+        print_stats("LM step", &r.step);
+        print_stats("  CPU record+submit", &r.cpu);
+        print_stats("temporal *", &r.temporal);
+        print_stats("depformer *", &r.depformer);
+        if let Some((all, enc, rest)) = &r.duplex {
+            print_stats("full-duplex frame", all);
+            print_stats("  Mimi encode", enc);
+            print_stats("  LM + decode", rest);
         }
-        println!("{:<17}{:>9.2}", "real-time x", frame_ms / step.mean);
+        println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
         println!("* submitted and waited for apart, on a second pass over the same frames");
-        if duplex.is_some() {
+        if r.duplex.is_some() {
             println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one submit");
         }
-        if let Some(g) = &temporal_profile {
+        if let Some(g) = &r.profile_temporal {
             print_profile("temporal", g);
         }
-        if let Some(g) = &depformer_profile {
+        if let Some(g) = &r.profile_depformer {
             print_profile("depformer", g);
         }
     }
-    eprintln!("{info}: benchmarked 2 x {} LM frames in {elapsed_s:.1} s", warmup + frames);
+    eprintln!("{info}: benchmarked 2 x {} LM frames in {:.1} s", warmup + frames, r.elapsed_s);
     Ok(())
 }
 
@@ -1338,8 +1055,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Check { lm_config, mimi_config, max_storage_binding, max_buffer, webgpu_defaults, json } => {
             check_command(lm_config.as_deref(), mimi_config.as_deref(), (max_storage_binding, max_buffer, webgpu_defaults), json).await
         }
-        Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, json } => {
-            bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, mimi.as_deref(), json).await
+        Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, weights, json } => {
+            let generator = lm_synthetic::Generator::from_name(&weights)?;
+            bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, mimi.as_deref(), generator, json).await
         }
     }
 }
