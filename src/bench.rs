@@ -127,7 +127,11 @@ pub fn profile_json(groups: &Option<Profile>) -> serde_json::Value {
 /// queries (the best of 5) where the device has them, else by `copy_buffer_to_buffer` 10
 /// times in one submit timed on `now` (ms). The ceiling achieved figures are compared to.
 pub async fn copy_bandwidth(ctx: &GpuContext, now: &dyn Fn() -> f64) -> Result<(f64, &'static str)> {
-    let len = ((128usize << 20).min(ctx.info.max_storage_binding as usize / 4)).min(ctx.info.max_buffer as usize / 8) & !3;
+    // In u64: a limit of 4 GiB or more would wrap to 0 as a wasm32 usize.
+    let len = ((128u64 << 20).min(ctx.info.max_storage_binding / 4).min(ctx.info.max_buffer / 8) & !3) as usize;
+    if len == 0 {
+        return Err(Error::Input(format!("the bandwidth probe needs a buffer of 16 bytes or more; the device allows {} bytes", ctx.info.max_buffer.min(ctx.info.max_storage_binding))));
+    }
     let size = (len * 4) as u64;
     let (a, b) = (ctx.zeros("bandwidth src", len)?, ctx.zeros("bandwidth dst", len)?);
     if ctx.info.timestamps {

@@ -58,9 +58,10 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
         let mut cases: Vec<(usize, usize, Q8Kernel)> = kernels.iter().map(|&q| (96usize, 320usize, q)).collect();
         cases.extend([(100, 320, Q8Kernel::Rows8), (100, 320, Q8Kernel::Fixed { rows: 8, lanes: 32 })]);
         cases.extend([Q8Kernel::Rows4, Q8Kernel::Rows8, Q8Kernel::Auto].map(|q| (Q8_NORM_APART / 2048, 2048, q)));
-        // The default's two branches: 8 rows for large matrices, 4 rows and a lane per
-        // unit for small ones (the 96-row case above and Moshi's depformer)
-        assert_eq!(Q8Kernel::Auto.dispatch(22528, 4096, 1).rows, 8);
+        // The default: 4 rows, the lanes of `Rows4` at the temporal transformer's shapes and
+        // a lane per unit at the depformer's
+        assert_eq!(Q8Kernel::Auto.dispatch(22528, 4096, 1), Q8Kernel::Rows4.dispatch(22528, 4096, 1));
+        assert_eq!(Q8Kernel::Auto.dispatch(12288, 4096, 1), Q8Kernel::Rows4.dispatch(12288, 4096, 1));
         assert_eq!((Q8Kernel::Auto.dispatch(96, 320, 1).rows, Q8Kernel::Auto.dispatch(2048, 1024, 1).lanes), (4, 64));
         for (n, k, kernel) in cases {
             assert!((n * k >= Q8_NORM_APART) == (k == 2048));

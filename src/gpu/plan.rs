@@ -314,15 +314,14 @@ pub enum Q8Kernel {
     /// `shaders/q8_matvec8.wgsl`, 8 rows per row group, wherever `n` is a multiple of 8
     /// (else as [`Self::Rows4`]) (`INFERENCELAYER_Q8_ROWS=8`).
     Rows8,
-    /// Per shape, the one expected fastest (the default; `INFERENCELAYER_Q8_ROWS=auto`).
+    /// 4 rows per row group, lanes per shape (the default; `INFERENCELAYER_Q8_ROWS=auto`):
+    /// the fastest measured on an H200.
     Auto,
     /// `rows` (4 or 8) rows per row group of `lanes` lanes (a power of two, 8 to 256, at
     /// least `rows`) at every shape that allows it: for benchmarks.
     Fixed { rows: usize, lanes: usize },
 }
 
-/// Fewest workgroups for which [`Q8Kernel::Auto`] takes 8 rows per row group.
-const AUTO_MIN_GROUPS: usize = 264;
 
 /// How one Q8_0 linear is dispatched: rows per row group (4: `q8_matvec`, 8:
 /// `q8_matvec8`), lanes per row group, workgroups of 256 threads.
@@ -365,15 +364,13 @@ impl Q8Kernel {
             Self::Rows4 => rule(Q8_ROWS_PER_GROUP),
             Self::Rows8 if n % Q8_ROWS_PER_GROUP8 == 0 => rule(Q8_ROWS_PER_GROUP8),
             Self::Rows8 => rule(Q8_ROWS_PER_GROUP),
-            // 8 rows where that still gives two workgroups per multiprocessor of a large GPU
-            // (132 on an H200); below (the depformer's matrices, 1 to 6 MB, where a dispatch
-            // is latency) 4 rows and lanes doubled down to one 16-weight unit per lane, for
-            // more workgroups in flight.
+            // 4 rows (on an H200 the 8-row kernel was slower at every shape of Moshi 7B:
+            // 49 against 37 us at in_proj, 83 against 69 at linear_in), lanes doubled while
+            // each has a 16-weight unit and there are fewer than 512 workgroups: at the
+            // depformer's matrices (1 to 6 MB, where a dispatch is latency) more lanes and
+            // workgroups in flight than the rule of `Rows4`, the same lanes at the temporal
+            // transformer's.
             Self::Auto => {
-                let wide = rule(Q8_ROWS_PER_GROUP8);
-                if n % Q8_ROWS_PER_GROUP8 == 0 && wide.groups >= AUTO_MIN_GROUPS {
-                    return wide;
-                }
                 let units = k / 16;
                 let mut lanes = 32;
                 while lanes < WG_Q8 && 2 * lanes <= units && groups_of(Q8_ROWS_PER_GROUP, lanes) < 512 {
