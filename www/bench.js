@@ -1,7 +1,7 @@
 // The benchmark page: the wasm build's `benchMimi` and `benchLm` (the native `bench` and
 // `bench-lm` loops, src/bench.rs) on this browser's WebGPU, shown as a table and exposed as
 // `window.benchResult` ({ adapter, mimi, lm, stages, error }; `window.benchDone` once set)
-// for automation (`./build.sh bench`, tests/e2e/bench_page.mjs).
+// for automation (`./build.sh bench`, scripts/bench-page.mjs).
 import init, { initPanicHook, benchMimi, benchLm } from "./pkg/inferencelayer.js";
 
 const $ = (id) => document.getElementById(id);
