@@ -37,7 +37,14 @@ fn mix(mut z: u64) -> u64 {
 
 /// A bf16 safetensors file of [`SPECS`] with seeded values in [-1, 1), written once to the
 /// temp dir; its path and bytes.
+/// The test checkpoint, written once per process: the tests run on parallel threads, and
+/// one writing the file while another reads it would hand the reader a truncated file.
 fn checkpoint() -> (PathBuf, Vec<u8>) {
+    static FILE: std::sync::OnceLock<(PathBuf, Vec<u8>)> = std::sync::OnceLock::new();
+    FILE.get_or_init(write_checkpoint).clone()
+}
+
+fn write_checkpoint() -> (PathBuf, Vec<u8>) {
     let mut data = Vec::new();
     for (t, (_, shape)) in SPECS.iter().enumerate() {
         let n: usize = shape.iter().product();
@@ -56,9 +63,7 @@ fn checkpoint() -> (PathBuf, Vec<u8>) {
         .collect();
     let bytes = safetensors::serialize(views, None).unwrap();
     let path = std::env::temp_dir().join(format!("inferencelayer-faults-{}.safetensors", std::process::id()));
-    if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
-        std::fs::write(&path, &bytes).unwrap();
-    }
+    std::fs::write(&path, &bytes).unwrap();
     (path, bytes)
 }
 
