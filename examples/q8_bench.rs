@@ -1,19 +1,20 @@
-//! The Q8_0 matrix-vector kernels side by side at Moshi 7B's shapes (`LmConfig::default()`):
+//! The Q8_0 matrix-vector kernel's lane choices side by side at Moshi 7B's shapes
+//! (`LmConfig::default()`):
 //! the temporal transformer's `in_proj`, `out_proj`, `linear_in`, `linear_out` and
 //! `text_linear`, the depformer's `in_proj`, `out_proj`, `linear_in`, `linear_out`,
 //! `depformer_in` and `linears`, each with the input it has in the plans (plain,
-//! RMSNorm-fused, SiLU-gated), for each [`Q8Kernel`]: `rows4` (`shaders/q8_matvec.wgsl`,
-//! `INFERENCELAYER_Q8_ROWS=4`), `rows8` (`shaders/q8_matvec8.wgsl`, `=8`), `auto` (the
-//! default), then every (rows, lanes) pair. Per shape and kernel it prints the dispatch
-//! (rows per row group, lanes, workgroups), the GPU time of one dispatch in a pass of its
+//! RMSNorm-fused, SiLU-gated), for each [`Q8Kernel`] of `shaders/q8_matvec.wgsl`: `blocks`
+//! (`INFERENCELAYER_Q8_LANES=blocks`), `auto` (the default), then every lane count. Per
+//! shape and rule it prints the dispatch (lanes per row group of 4 rows, workgroups), the
+//! GPU time of one dispatch in a pass of its
 //! own (`alone`, as `Plan::profile` times a plan) and per dispatch of a pass of 30 (`pass`,
 //! with the barriers between them, as a plan replays), both as the median of several runs
 //! with timestamp queries, in us and in GB/s of weights + scales + input + output; and
-//! the largest difference from `rows4`'s output, relative to its largest value. Enough
+//! the largest difference from `blocks`'s output, relative to its largest value. Enough
 //! weight copies are cycled (128 MiB or more) that no dispatch finds its weights in the L2.
 //!
-//! `cargo run --release --example q8_bench [-- SWEEP]` (`SWEEP` 0: only `rows4`, `rows8`
-//! and `auto`; default 1: also every (rows, lanes) pair).
+//! `cargo run --release --example q8_bench [-- SWEEP]` (`SWEEP` 0: only `blocks` and
+//! `auto`; default 1: also every lane count).
 
 #[cfg(target_arch = "wasm32")]
 fn main() {}
@@ -155,23 +156,19 @@ mod native {
             sh("depformer_in", dd, d, Input::Plain),
             sh("dep linears", c.card, dd, Input::Plain),
         ];
-        let mut kernels = vec![("rows4".to_string(), Q8Kernel::Rows4), ("rows8".to_string(), Q8Kernel::Rows8), ("auto".to_string(), Q8Kernel::Auto)];
+        let mut kernels = vec![("blocks".to_string(), Q8Kernel::Blocks), ("auto".to_string(), Q8Kernel::Auto)];
         if sweep {
-            for rows in [4usize, 8] {
-                for lanes in [8usize, 16, 32, 64, 128, 256] {
-                    if lanes >= rows {
-                        kernels.push((format!("{rows}x{lanes}"), Q8Kernel::Fixed { rows, lanes }));
-                    }
-                }
+            for lanes in [8usize, 16, 32, 64, 128, 256] {
+                kernels.push((format!("{lanes} lanes"), Q8Kernel::Fixed { lanes }));
             }
         }
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
         let mut rng = Lcg(0x0a8b_e4c4);
         println!("alone: one dispatch in a pass of its own; pass: per dispatch of {IN_PASS} in one pass; median of {} runs", REPS - 1);
-        println!("GB/s: weights + scales + input + output bytes; diff: largest |y - y(rows4)| / largest |y(rows4)|");
+        println!("GB/s: weights + scales + input + output bytes; diff: largest |y - y(blocks)| / largest |y(blocks)|");
         println!(
-            "{:<16}{:>14} {:<7}{:<8}{:>5}{:>6}{:>7}{:>10}{:>8}{:>10}{:>8}{:>10}",
-            "shape", "[n, k]", "input", "kernel", "rows", "lanes", "groups", "alone us", "GB/s", "pass us", "GB/s", "diff"
+            "{:<16}{:>14} {:<7}{:<10}{:>6}{:>7}{:>10}{:>8}{:>10}{:>8}{:>10}",
+            "shape", "[n, k]", "input", "lanes by", "lanes", "groups", "alone us", "GB/s", "pass us", "GB/s", "diff"
         );
         for s in &shapes {
             let (qb, sb) = Q8Tensor::buffer_sizes(s.n, s.k);
@@ -192,9 +189,6 @@ mod native {
             let mut reference: Option<Vec<f32>> = None;
             for (kname, kernel) in &kernels {
                 let dsp = kernel.dispatch(s.n, s.k, 1);
-                if matches!(kernel, Q8Kernel::Fixed { rows, lanes } if (*rows, *lanes) != (dsp.rows, dsp.lanes)) {
-                    continue;
-                }
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, REPS + 2)?.finish();
                 let alone = median(plan.profile(&ctx).await?[1..].to_vec());
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, IN_PASS)?.finish();
@@ -212,12 +206,11 @@ mod native {
                 };
                 let gbs = |ms: f64| b.bytes / (ms * 1e-3) / 1e9;
                 println!(
-                    "{:<16}{:>14} {:<7}{:<8}{:>5}{:>6}{:>7}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",
+                    "{:<16}{:>14} {:<7}{:<10}{:>6}{:>7}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",
                     s.name,
                     format!("[{}, {}]", s.n, s.k),
                     ["plain", "normed", "gated"][s.input as usize],
                     kname,
-                    dsp.rows,
                     dsp.lanes,
                     dsp.groups,
                     1e3 * alone,

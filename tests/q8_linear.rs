@@ -1,13 +1,11 @@
-//! The Q8_0 linear kernels (`shaders/q8_matvec.wgsl`, 4 rows per row group, and
-//! `shaders/q8_matvec8.wgsl`, 8) against a CPU oracle in f64 on the dequantized weights,
-//! for plain, SiLU-gated and RMSNorm-fused inputs, with the norm fused into the
-//! matrix-vector kernel (small matrices) and apart from it (from `Q8_NORM_APART` weights
-//! on), on fresh random inputs, for every `Q8Kernel` choice: the rule of each kernel, the
-//! default, the 8-row kernel's fallback to 4 rows (n not a multiple of 8), and fixed lane
-//! counts from 8 (a lane per row of the 8 written) to 256 (lanes without a unit), with
-//! a row tail (units not a multiple of twice the lanes) and several input rows; and the
-//! RMSNorm prepared by a residual add (`q8_linear_residual`) and taken from there
-//! (`q8_linear_prenormed`), with both kernels.
+//! The Q8_0 linear kernel (`shaders/q8_matvec.wgsl`) against a CPU oracle in f64 on the
+//! dequantized weights, for plain, SiLU-gated and RMSNorm-fused inputs, with the norm
+//! fused into the matrix-vector kernel (small matrices) and apart from it (from
+//! `Q8_NORM_APART` weights on), on fresh random inputs, for every `Q8Kernel` lane choice:
+//! both rules and fixed lane counts from 4 (a lane per row written) to 256 (lanes without
+//! a unit), with a row tail (units not a multiple of twice the lanes); and the RMSNorm
+//! prepared by a residual add (`q8_linear_residual`) and taken from there
+//! (`q8_linear_prenormed`), with both rules.
 #![cfg(not(target_arch = "wasm32"))]
 
 use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Kernel, Tensor, Q8_NORM_APART};
@@ -45,34 +43,31 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0x5eed_0f_0a8);
         let kernels = [
-            Q8Kernel::Rows4,
-            Q8Kernel::Rows8,
+            Q8Kernel::Blocks,
             Q8Kernel::Auto,
-            Q8Kernel::Fixed { rows: 8, lanes: 8 },
-            Q8Kernel::Fixed { rows: 8, lanes: 16 },
-            Q8Kernel::Fixed { rows: 8, lanes: 256 },
-            Q8Kernel::Fixed { rows: 4, lanes: 64 },
+            Q8Kernel::Fixed { lanes: 4 },
+            Q8Kernel::Fixed { lanes: 8 },
+            Q8Kernel::Fixed { lanes: 16 },
+            Q8Kernel::Fixed { lanes: 256 },
         ];
         // [n, k] x kernel: below the apart threshold (20 units a row: a tail for 8 and 16
         // lanes, lanes without units at 256), n not a multiple of 8, at the threshold
         let mut cases: Vec<(usize, usize, Q8Kernel)> = kernels.iter().map(|&q| (96usize, 320usize, q)).collect();
-        cases.extend([(100, 320, Q8Kernel::Rows8), (100, 320, Q8Kernel::Fixed { rows: 8, lanes: 32 })]);
-        cases.extend([Q8Kernel::Rows4, Q8Kernel::Rows8, Q8Kernel::Auto].map(|q| (Q8_NORM_APART / 2048, 2048, q)));
-        // The default: 4 rows, the lanes of `Rows4` at the temporal transformer's shapes and
-        // a lane per unit at the depformer's
-        assert_eq!(Q8Kernel::Auto.dispatch(22528, 4096, 1), Q8Kernel::Rows4.dispatch(22528, 4096, 1));
-        assert_eq!(Q8Kernel::Auto.dispatch(12288, 4096, 1), Q8Kernel::Rows4.dispatch(12288, 4096, 1));
-        assert_eq!((Q8Kernel::Auto.dispatch(96, 320, 1).rows, Q8Kernel::Auto.dispatch(2048, 1024, 1).lanes), (4, 64));
+        cases.push((100, 320, Q8Kernel::Fixed { lanes: 32 }));
+        cases.extend([Q8Kernel::Blocks, Q8Kernel::Auto].map(|q| (Q8_NORM_APART / 2048, 2048, q)));
+        // The default: the lanes of `Blocks` at the temporal transformer's shapes, a lane per
+        // unit at the depformer's
+        assert_eq!(Q8Kernel::Auto.dispatch(22528, 4096, 1), Q8Kernel::Blocks.dispatch(22528, 4096, 1));
+        assert_eq!(Q8Kernel::Auto.dispatch(12288, 4096, 1), Q8Kernel::Blocks.dispatch(12288, 4096, 1));
+        assert_eq!((Q8Kernel::Blocks.dispatch(2048, 1024, 1).lanes, Q8Kernel::Auto.dispatch(2048, 1024, 1).lanes), (32, 64));
+        // A fixed lane count the kernel cannot take falls back to the default.
+        assert_eq!(Q8Kernel::Fixed { lanes: 48 }.dispatch(2048, 1024, 1), Q8Kernel::Auto.dispatch(2048, 1024, 1));
         for (n, k, kernel) in cases {
             assert!((n * k >= Q8_NORM_APART) == (k == 2048));
             let d = kernel.dispatch(n, k, 1);
-            let want = match kernel {
-                Q8Kernel::Fixed { rows, lanes } if n % rows == 0 => (rows, lanes),
-                Q8Kernel::Rows8 if n % 8 == 0 => (8, d.lanes),
-                Q8Kernel::Auto => (d.rows, d.lanes),
-                _ => (4, d.lanes),
-            };
-            assert_eq!((d.rows, d.lanes), want, "{kernel:?} at [{n}, {k}]");
+            if let Q8Kernel::Fixed { lanes } = kernel {
+                assert_eq!(d.lanes, lanes, "{kernel:?} at [{n}, {k}]");
+            }
             let wq = Q8Tensor::from_f32("w", n, k, &rng.vec(n * k)).unwrap();
             let wd = dequant(&wq);
             let quants = ctx.storage_bytes("quants", wq.quants_bytes()).unwrap();
@@ -123,7 +118,7 @@ fn residual_adds_prepare_the_next_rmsnorm() {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0x0a0d_0f_0a8);
         let (m, k1, n) = (1024usize, 352usize, 96usize);
-        for (kernel, gated) in [(Q8Kernel::Rows4, false), (Q8Kernel::Rows4, true), (Q8Kernel::Rows8, false), (Q8Kernel::Rows8, true)] {
+        for (kernel, gated) in [(Q8Kernel::Blocks, false), (Q8Kernel::Blocks, true), (Q8Kernel::Auto, false), (Q8Kernel::Auto, true)] {
             let w1 = Q8Tensor::from_f32("w1", m, k1, &rng.vec(m * k1)).unwrap();
             let w2 = Q8Tensor::from_f32("w2", n, m, &rng.vec(n * m)).unwrap();
             let (w1d, w2d) = (dequant(&w1), dequant(&w2));

@@ -94,8 +94,7 @@ async fn browser_moshi_lm_streamed_greedy_matches_the_reference() {
 }
 
 /// Every kernel of `shaders/` compiles in the browser's WGSL compiler (Tint, which the
-/// parity tests above reach only for the kernels their plans dispatch: the 8-row Q8_0
-/// kernel, for one, only when `INFERENCELAYER_Q8_ROWS` asks for it).
+/// parity tests above reach only for the kernels their reduced geometry dispatches).
 #[wasm_bindgen_test]
 async fn browser_every_kernel_compiles() {
     use inferencelayer::gpu::KERNELS;

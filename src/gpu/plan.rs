@@ -300,94 +300,65 @@ pub fn fuse_norms() -> bool {
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
 const CONV_TR_TILE: usize = 128;
 
-/// Threads per workgroup of `q8_matvec` and `q8_matvec8`.
+/// Threads per workgroup of `q8_matvec`.
 const WG_Q8: usize = 256;
 
-/// Which Q8_0 matrix-vector kernel the Q8_0 linears of a [`PlanBuilder`] dispatch, and with
-/// how many lanes per row group ([`Q8Kernel::dispatch`]). [`PlanBuilder::new`] takes it from
-/// `INFERENCELAYER_Q8_ROWS` ([`Q8Kernel::from_env`]), so that one build can compare them.
+/// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
+/// ([`Q8Kernel::dispatch`]). [`PlanBuilder::new`] takes it from `INFERENCELAYER_Q8_LANES`
+/// ([`Q8Kernel::from_env`]), so that one build can compare them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8Kernel {
-    /// `shaders/q8_matvec.wgsl`, 4 rows per row group, lanes as before 8-row groups
-    /// (`INFERENCELAYER_Q8_ROWS=4`).
-    Rows4,
-    /// `shaders/q8_matvec8.wgsl`, 8 rows per row group, wherever `n` is a multiple of 8
-    /// (else as [`Self::Rows4`]) (`INFERENCELAYER_Q8_ROWS=8`).
-    Rows8,
-    /// 4 rows per row group, lanes per shape (the default; `INFERENCELAYER_Q8_ROWS=auto`):
-    /// the fastest measured on an H200.
+    /// From 32, doubled while there are 32-weight blocks for them and fewer than 512
+    /// workgroups (`INFERENCELAYER_Q8_LANES=blocks`, the rule before [`Self::Auto`]).
+    Blocks,
+    /// From 32, doubled while each lane has a 16-weight unit and there are fewer than 512
+    /// workgroups (the default; `INFERENCELAYER_Q8_LANES=auto`): the lanes of
+    /// [`Self::Blocks`] at the temporal transformer's shapes, more lanes and workgroups in
+    /// flight at the depformer's (1 to 6 MB, where a dispatch is latency), the fastest
+    /// measured on an H200.
     Auto,
-    /// `rows` (4 or 8) rows per row group of `lanes` lanes (a power of two, 8 to 256, at
-    /// least `rows`) at every shape that allows it: for benchmarks.
-    Fixed { rows: usize, lanes: usize },
+    /// `lanes` lanes (a power of two, 4 to 256) at every shape: for benchmarks.
+    Fixed { lanes: usize },
 }
 
-
-/// How one Q8_0 linear is dispatched: rows per row group (4: `q8_matvec`, 8:
-/// `q8_matvec8`), lanes per row group, workgroups of 256 threads.
+/// How one Q8_0 linear is dispatched: lanes per row group (of 4 rows), workgroups of 256
+/// threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Q8Dispatch {
-    pub rows: usize,
     pub lanes: usize,
     pub groups: usize,
 }
 
 impl Q8Kernel {
-    /// The kernel `INFERENCELAYER_Q8_ROWS` names: `4`, `8` or `auto` (unset or empty, and
-    /// on the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
+    /// The rule `INFERENCELAYER_Q8_LANES` names: `blocks` or `auto` (unset or empty, and on
+    /// the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
-        match std::env::var("INFERENCELAYER_Q8_ROWS").as_deref().map(str::trim) {
+        match std::env::var("INFERENCELAYER_Q8_LANES").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
-            Ok("4") => Ok(Self::Rows4),
-            Ok("8") => Ok(Self::Rows8),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_ROWS must be 4, 8 or auto, got {v:?}"))),
+            Ok("blocks") => Ok(Self::Blocks),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_LANES must be blocks or auto, got {v:?}"))),
         }
     }
 
     /// The dispatch of an `[n, k]` Q8_0 linear over `t` input rows (`k` a multiple of 32,
-    /// `n` of 4). [`Self::Fixed`] falls back to [`Self::Rows4`] where its rows do not
-    /// divide `n` (lanes beyond a row's 16-weight units idle).
+    /// `n` of 4). [`Self::Fixed`] with lanes outside 4 to 256 or not a power of two falls
+    /// back to [`Self::Auto`] (lanes beyond a row's 16-weight units idle).
     pub fn dispatch(self, n: usize, k: usize, t: usize) -> Q8Dispatch {
         let rows = n * t;
-        let groups_of = |rt: usize, lanes: usize| rows.div_ceil((WG_Q8 / lanes) * rt);
-        // Lanes per row group as before 8-row groups: from 32, doubled while there are
-        // blocks for them and fewer than 512 workgroups (a few per multiprocessor).
-        let rule = |rt: usize| {
-            let blocks = k / 32;
+        let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
+        let doubled = |units: usize| {
             let mut lanes = 32;
-            while lanes < WG_Q8 && 2 * lanes <= blocks.next_power_of_two() && groups_of(rt, lanes) < 512 {
+            while lanes < WG_Q8 && 2 * lanes <= units && groups_of(lanes) < 512 {
                 lanes *= 2;
             }
-            Q8Dispatch { rows: rt, lanes, groups: groups_of(rt, lanes) }
+            lanes
         };
-        match self {
-            Self::Rows4 => rule(Q8_ROWS_PER_GROUP),
-            Self::Rows8 if n % Q8_ROWS_PER_GROUP8 == 0 => rule(Q8_ROWS_PER_GROUP8),
-            Self::Rows8 => rule(Q8_ROWS_PER_GROUP),
-            // 4 rows (on an H200 the 8-row kernel was slower at every shape of Moshi 7B:
-            // 49 against 37 us at in_proj, 83 against 69 at linear_in), lanes doubled while
-            // each has a 16-weight unit and there are fewer than 512 workgroups: at the
-            // depformer's matrices (1 to 6 MB, where a dispatch is latency) more lanes and
-            // workgroups in flight than the rule of `Rows4`, the same lanes at the temporal
-            // transformer's.
-            Self::Auto => {
-                let units = k / 16;
-                let mut lanes = 32;
-                while lanes < WG_Q8 && 2 * lanes <= units && groups_of(Q8_ROWS_PER_GROUP, lanes) < 512 {
-                    lanes *= 2;
-                }
-                Q8Dispatch { rows: Q8_ROWS_PER_GROUP, lanes, groups: groups_of(Q8_ROWS_PER_GROUP, lanes) }
-            }
-            Self::Fixed { rows: rt, lanes }
-                if (rt == Q8_ROWS_PER_GROUP || rt == Q8_ROWS_PER_GROUP8)
-                    && n % rt == 0
-                    && lanes.is_power_of_two()
-                    && (rt.max(8)..=WG_Q8).contains(&lanes) =>
-            {
-                Q8Dispatch { rows: rt, lanes, groups: groups_of(rt, lanes) }
-            }
-            Self::Fixed { .. } => rule(Q8_ROWS_PER_GROUP),
-        }
+        let lanes = match self {
+            Self::Blocks => doubled((k / 32).next_power_of_two()),
+            Self::Fixed { lanes } if lanes.is_power_of_two() && (Q8_ROWS_PER_GROUP..=WG_Q8).contains(&lanes) => lanes,
+            Self::Auto | Self::Fixed { .. } => doubled(k / 16),
+        };
+        Q8Dispatch { lanes, groups: groups_of(lanes) }
     }
 }
 
@@ -433,7 +404,7 @@ fn threads(n: usize) -> [u32; 2] {
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
     /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
-    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_ROWS`).
+    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -1023,8 +994,7 @@ impl<'a> PlanBuilder<'a> {
         let pb = self.params(label, &p);
         let dummy = self.dummy_out.clone();
         let norm_out = norm_out.unwrap_or(&dummy);
-        let kernel = if d.rows == Q8_ROWS_PER_GROUP8 { &Q8_MATVEC8 } else { &Q8_MATVEC };
-        self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
+        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
 
