@@ -29,7 +29,7 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Kernel, Readback, Tensor};
+    use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Dot, Q8Kernel, Readback, Tensor};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::weights::q8::Q8Tensor;
     use inferencelayer::Result;
@@ -133,7 +133,9 @@ mod native {
     pub async fn run() -> Result<()> {
         let sweep = std::env::args().nth(1).map(|a| a != "0").unwrap_or(true);
         let ctx = GpuContext::new().await?;
+        let dot = Q8Dot::from_env()?;
         println!("adapter {}", ctx.info);
+        println!("dot products {dot:?} (INFERENCELAYER_Q8_DOT)");
         if !ctx.info.timestamps {
             println!("no timestamp queries: nothing to time");
             return Ok(());
@@ -188,7 +190,7 @@ mod native {
             let b = Bufs { w, x, alpha, y, bytes };
             let mut reference: Option<Vec<f32>> = None;
             for (kname, kernel) in &kernels {
-                let dsp = kernel.dispatch(s.n, s.k, 1);
+                let dsp = kernel.dispatch_for(dot, s.n, s.k, 1);
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, REPS + 2)?.finish();
                 let alone = median(plan.profile(&ctx).await?[1..].to_vec());
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, IN_PASS)?.finish();

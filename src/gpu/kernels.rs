@@ -55,6 +55,7 @@ kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -64,7 +65,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, ROPE_ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    ROPE_KV, ATTENTION, ROPE_ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).

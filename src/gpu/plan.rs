@@ -309,16 +309,45 @@ const WG_Q8: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8Kernel {
     /// From 32, doubled while there are 32-weight blocks for them and fewer than 512
-    /// workgroups (`INFERENCELAYER_Q8_LANES=blocks`, the rule before [`Self::Auto`]).
+    /// workgroups (`INFERENCELAYER_Q8_LANES=blocks`, the rule before [`Self::Auto`]; for
+    /// [`Q8Dot::I8`] from 8 and 240: [`Self::dispatch_for`]).
     Blocks,
     /// From 32, doubled while each lane has a 16-weight unit and there are fewer than 512
-    /// workgroups (the default; `INFERENCELAYER_Q8_LANES=auto`): the lanes of
+    /// workgroups (for [`Q8Dot::I8`] from 8 and 240; the default; `INFERENCELAYER_Q8_LANES=auto`): the lanes of
     /// [`Self::Blocks`] at the temporal transformer's shapes, more lanes and workgroups in
     /// flight at the depformer's (1 to 6 MB, where a dispatch is latency), the fastest
     /// measured on an H200.
     Auto,
     /// `lanes` lanes (a power of two, 4 to 256) at every shape: for benchmarks.
     Fixed { lanes: usize },
+}
+
+/// How the Q8_0 linears of a [`PlanBuilder`] form their dot products. [`PlanBuilder::new`]
+/// takes it from `INFERENCELAYER_Q8_DOT` ([`Q8Dot::from_env`]), so that one build can
+/// compare them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Q8Dot {
+    /// In f32 (`shaders/q8_matvec.wgsl`, `INFERENCELAYER_Q8_DOT=f32`): every weight byte
+    /// converted to a float and multiplied by the f32 input.
+    F32,
+    /// On packed 8-bit integers (`shaders/q8_matvec_dot4.wgsl`, the default;
+    /// `INFERENCELAYER_Q8_DOT=i8`): each workgroup quantizes the input row into workgroup
+    /// memory as two 8-bit levels per 16 inputs (15 to 16 bits of each 16's largest value)
+    /// and `dot4I8Packed` multiplies four weights by four inputs and sums them in one
+    /// instruction.
+    I8,
+}
+
+impl Q8Dot {
+    /// The rule `INFERENCELAYER_Q8_DOT` names: `f32` or `i8` (unset or empty, and on the
+    /// web: [`Self::I8`]). Any other value is an [`Error::Input`].
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("INFERENCELAYER_Q8_DOT").as_deref().map(str::trim) {
+            Err(_) | Ok("") | Ok("i8") => Ok(Self::I8),
+            Ok("f32") => Ok(Self::F32),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_DOT must be f32 or i8, got {v:?}"))),
+        }
+    }
 }
 
 /// How one Q8_0 linear is dispatched: lanes per row group (of 4 rows), workgroups of 256
@@ -341,14 +370,37 @@ impl Q8Kernel {
     }
 
     /// The dispatch of an `[n, k]` Q8_0 linear over `t` input rows (`k` a multiple of 32,
-    /// `n` of 4). [`Self::Fixed`] with lanes outside 4 to 256 or not a power of two falls
-    /// back to [`Self::Auto`] (lanes beyond a row's 16-weight units idle).
+    /// `n` of 4) for the f32 kernel ([`Q8Dot::F32`]). [`Self::Fixed`] with lanes outside 4
+    /// to 256 or not a power of two falls back to [`Self::Auto`] (lanes beyond a row's
+    /// 16-weight units idle).
     pub fn dispatch(self, n: usize, k: usize, t: usize) -> Q8Dispatch {
-        let rows = n * t;
-        let groups_of = |lanes: usize| rows.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP);
+        self.dispatch_for(Q8Dot::F32, n, k, t)
+    }
+
+    /// The dispatch of an `[n, k]` Q8_0 linear over `t` input rows for the kernel `dot`
+    /// names. For [`Q8Dot::I8`], whose workgroups each quantize their input row first, the
+    /// rules start from 8 lanes and stop doubling at 240 workgroups (about two per
+    /// multiprocessor of a large GPU): rows per workgroup pay for the quantization, which
+    /// the H200 measured fastest at every temporal shape of Moshi 7B (`in_proj` 18.7 us with
+    /// 32 lanes against 21.4 with the f32 kernel's 64, `linear_in` 29.0 against 31.7), and
+    /// the f32 kernel's lanes at the depformer's. Workgroups of the i8 kernel do not
+    /// straddle input rows: `t` times the row's.
+    pub fn dispatch_for(self, dot: Q8Dot, n: usize, k: usize, t: usize) -> Q8Dispatch {
+        let (first, enough, per_row) = match dot {
+            Q8Dot::F32 => (32, 512, false),
+            Q8Dot::I8 => (8, 240, true),
+        };
+        let groups_of = |lanes: usize| {
+            let rows = (WG_Q8 / lanes) * Q8_ROWS_PER_GROUP;
+            if per_row {
+                t * n.div_ceil(rows)
+            } else {
+                (n * t).div_ceil(rows)
+            }
+        };
         let doubled = |units: usize| {
-            let mut lanes = 32;
-            while lanes < WG_Q8 && 2 * lanes <= units && groups_of(lanes) < 512 {
+            let mut lanes = first;
+            while lanes < WG_Q8 && 2 * lanes <= units && groups_of(lanes) < enough {
                 lanes *= 2;
             }
             lanes
@@ -386,6 +438,7 @@ pub struct PlanBuilder<'a> {
     /// read-only and writable in one bind group)
     dummy_out: wgpu::Buffer,
     q8: Q8Kernel,
+    q8_dot: Q8Dot,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -415,12 +468,18 @@ impl<'a> PlanBuilder<'a> {
             dummy: ctx.zeros("unused binding", 4)?,
             dummy_out: ctx.zeros("unused output binding", 4)?,
             q8: Q8Kernel::from_env()?,
+            q8_dot: Q8Dot::from_env()?,
         })
     }
 
     /// Dispatch the Q8_0 linears added from now on with `kernel`.
     pub fn set_q8_kernel(&mut self, kernel: Q8Kernel) {
         self.q8 = kernel;
+    }
+
+    /// Form the dot products of the Q8_0 linears added from now on as `dot` says.
+    pub fn set_q8_dot(&mut self, dot: Q8Dot) {
+        self.q8_dot = dot;
     }
 
     /// The context the plan is built on.
@@ -969,7 +1028,7 @@ impl<'a> PlanBuilder<'a> {
         if x_offset % 4 != 0 {
             return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
-        let d = self.q8.dispatch(n, k, t);
+        let d = self.q8.dispatch_for(self.q8_dot, n, k, t);
         let (mode, eps, parts) = match input {
             Q8Input::Plain => (0, 0.0, 0),
             Q8Input::Gated => (1, 0.0, 0),
@@ -994,7 +1053,11 @@ impl<'a> PlanBuilder<'a> {
         let pb = self.params(label, &p);
         let dummy = self.dummy_out.clone();
         let norm_out = norm_out.unwrap_or(&dummy);
-        self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
+        let kernel = match self.q8_dot {
+            Q8Dot::I8 => &Q8_MATVEC_DOT4,
+            Q8Dot::F32 => &Q8_MATVEC,
+        };
+        self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
 
