@@ -14,7 +14,17 @@
 //
 //   quants, scales, x, alpha, y, norm_out, p: as in q8_matvec.wgsl (p.input 0 to 3 and
 //   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs are summed
-//   in f32 as they are quantized, and 1 / rms scales the dot products at the end).
+//   in f32 as they are quantized, and 1 / rms scales the dot products at the end), and
+//   p.input 4: the input row is the output of a short causal attention, formed in the
+//            prologue (a transformer's self-attention and out_proj in one dispatch):
+//            x is the in_proj output q | k | v [3 k] of the new position p.pos, heads of
+//            hd = k / p.heads without rotation, attending positions
+//            max(0, p.pos + 1 - p.ring) ..= p.pos, each older one in slot pos % p.ring of
+//            k_ring, v_ring [p.ring, k / 4] vec4 (the new one read from x; workgroup 0
+//            writes it into slot p.pos % p.ring, which no other workgroup reads). Every
+//            older position in that range must be in its slot (the depformer's steps
+//            0 .. dep_q of a frame, each written by the step before). Needs t = 1,
+//            k <= 4096, p.heads * p.ring <= 256 and hd a multiple of 16.
 //
 // k must be a multiple of 32 and n of 4.
 
@@ -31,6 +41,10 @@ struct Params {
     eps: f32,
     parts: u32,
     _pad1: u32,
+    heads: u32,
+    ring: u32,
+    pos: u32,
+    scale: f32,
 }
 
 @group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
@@ -40,6 +54,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
+@group(0) @binding(7) var<storage, read_write> k_ring: array<vec4<f32>>;
+@group(0) @binding(8) var<storage, read_write> v_ring: array<vec4<f32>>;
 
 const WG: u32 = 256u;
 const RT: u32 = 4u;
@@ -54,6 +70,8 @@ var<workgroup> x_scale: array<f32, 256>;
 var<workgroup> x_sq: array<f32, 256>;
 var<workgroup> red: array<vec4<f32>, 256>;
 var<workgroup> red_sq: array<f32, 256>;
+// p.input 4: the attention scores [heads, ring], then their softmax weights
+var<workgroup> att: array<f32, 256>;
 
 // f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
 fn f16_to_f32(h: u32) -> f32 {
@@ -86,6 +104,67 @@ fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
         return a * alpha[v];
     }
     return a;
+}
+
+// p.input 4: the score of thread lid's (head, position) into att (thread h * ring + j
+// scores position lo + j of head h); workgroup 0 pushes the new key and value.
+fn attention_scores(lid: u32, first: bool) {
+    let dim4 = p.k / 4u;
+    let hd4 = dim4 / p.heads;
+    let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
+    let h = lid / p.ring;
+    let j = lid % p.ring;
+    if (first) {
+        for (var c = lid; c < dim4; c += WG) {
+            k_ring[(p.pos % p.ring) * dim4 + c] = x[dim4 + c];
+            v_ring[(p.pos % p.ring) * dim4 + c] = x[2u * dim4 + c];
+        }
+    }
+    if (h < p.heads && lo + j <= p.pos) {
+        let pk = lo + j;
+        var acc = vec4<f32>(0.0);
+        for (var e = 0u; e < hd4; e++) {
+            let q = x[h * hd4 + e];
+            if (pk == p.pos) {
+                acc += q * x[dim4 + h * hd4 + e];
+            } else {
+                acc += q * k_ring[(pk % p.ring) * dim4 + h * hd4 + e];
+            }
+        }
+        att[lid] = (acc.x + acc.y + acc.z + acc.w) * p.scale;
+    }
+}
+
+// p.input 4: the attention output's unit u (16 of its values, in one head): the softmax of
+// the head's scores over the values of its positions.
+fn attention_unit(u: u32) -> array<vec4<f32>, 4> {
+    let dim4 = p.k / 4u;
+    let hd4 = dim4 / p.heads;
+    let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
+    let nk = p.pos + 1u - lo;
+    let h = (4u * u) / hd4;
+    var m = -3.0e38;
+    for (var j = 0u; j < nk; j++) {
+        m = max(m, att[h * p.ring + j]);
+    }
+    var den = 0.0;
+    var o = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var j = 0u; j < nk; j++) {
+        let e = exp(att[h * p.ring + j] - m);
+        den += e;
+        let pk = lo + j;
+        for (var c = 0u; c < 4u; c++) {
+            if (pk == p.pos) {
+                o[c] += e * x[2u * dim4 + 4u * u + c];
+            } else {
+                o[c] += e * v_ring[(pk % p.ring) * dim4 + 4u * u + c];
+            }
+        }
+    }
+    for (var c = 0u; c < 4u; c++) {
+        o[c] /= den;
+    }
+    return o;
 }
 
 // The 16 inputs v of a unit as two levels: hi = round(v / s), lo = round((v - s hi) * 254 / s).
@@ -155,14 +234,23 @@ fn main(
     for (var c0 = 0u; c0 < nu; c0 += CHUNK) {
         let units = min(CHUNK, nu - c0);
         workgroupBarrier();
+        if (p.input == 4u) {
+            attention_scores(lid, w == 0u);
+            workgroupBarrier();
+        }
         if (live && lid < units) {
             let u = c0 + lid;
             var s = 0.0;
-            let a = input(xrow, 4u * u, &s);
-            let b = input(xrow, 4u * u + 1u, &s);
-            let c = input(xrow, 4u * u + 2u, &s);
-            let d = input(xrow, 4u * u + 3u, &s);
-            quantize_unit(lid, a, b, c, d);
+            if (p.input == 4u) {
+                let o = attention_unit(u);
+                quantize_unit(lid, o[0], o[1], o[2], o[3]);
+            } else {
+                let a = input(xrow, 4u * u, &s);
+                let b = input(xrow, 4u * u + 1u, &s);
+                let c = input(xrow, 4u * u + 2u, &s);
+                let d = input(xrow, 4u * u + 3u, &s);
+                quantize_unit(lid, a, b, c, d);
+            }
             x_sq[lid] = s;
         }
         workgroupBarrier();
@@ -206,7 +294,7 @@ fn main(
     if (lane < RT && valid) {
         let i = i0 + lane;
         var v = red[g * lanes][lane];
-        if (p.input >= 2u) {
+        if (p.input == 2u || p.input == 3u) {
             v *= inverseSqrt(p.eps + red_sq[g * lanes] / f32(p.k));
         }
         let yo = p.y_offset + r * p.y_stride + i;
