@@ -13,8 +13,10 @@
 // w / ceil(n / rows) and its rows (w % ceil(n / rows)) * rows, ... (rows = 4 * 256 / lanes).
 //
 //   quants, scales, x, alpha, y, norm_out, p: as in q8_matvec.wgsl (p.input 0 to 3 and
-//   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs are summed
-//   in f32 as they are quantized, and 1 / rms scales the dot products at the end), and
+//   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs, for
+//   p.input 3 the row's partial sums, are summed in f32 as the units are quantized, the
+//   thread of unit u taking partial vec4s u, u + k / 16, ..., and 1 / rms scales the dot
+//   products at the end), and
 //   p.input 4: the input row is the output of a short causal attention, formed in the
 //            prologue (a transformer's self-attention and out_proj in one dispatch):
 //            x is the in_proj output q | k | v [3 k] of the new position p.pos, heads of
@@ -24,7 +26,8 @@
 //            writes it into slot p.pos % p.ring, which no other workgroup reads). Every
 //            older position in that range must be in its slot (the depformer's steps
 //            0 .. dep_q of a frame, each written by the step before). Needs t = 1,
-//            k <= 4096, p.heads * p.ring <= 256 and hd a multiple of 16.
+//            k <= 4096, p.ring <= 8, p.heads * p.ring <= 128, hd a multiple of 16 and at
+//            most 64.
 //
 // k must be a multiple of 32 and n of 4.
 
@@ -106,58 +109,72 @@ fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
     return a;
 }
 
-// p.input 4: the score of thread lid's (head, position) into att (thread h * ring + j
-// scores position lo + j of head h); workgroup 0 pushes the new key and value.
+// p.input 4: half the score of one (head, position) pair into att: threads 2 q and 2 q + 1
+// of pair q = h * ring + j (position lo + j of head h) each take 8 of the head's vec4s,
+// loads without a dependency between them (the loops have constant bounds); workgroup 0
+// pushes the new key and value.
 fn attention_scores(lid: u32, first: bool) {
     let dim4 = p.k / 4u;
     let hd4 = dim4 / p.heads;
     let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
-    let h = lid / p.ring;
-    let j = lid % p.ring;
     if (first) {
         for (var c = lid; c < dim4; c += WG) {
             k_ring[(p.pos % p.ring) * dim4 + c] = x[dim4 + c];
             v_ring[(p.pos % p.ring) * dim4 + c] = x[2u * dim4 + c];
         }
     }
-    if (h < p.heads && lo + j <= p.pos) {
-        let pk = lo + j;
-        var acc = vec4<f32>(0.0);
-        for (var e = 0u; e < hd4; e++) {
-            let q = x[h * hd4 + e];
-            if (pk == p.pos) {
-                acc += q * x[dim4 + h * hd4 + e];
-            } else {
-                acc += q * k_ring[(pk % p.ring) * dim4 + h * hd4 + e];
+    let pair = lid / 2u;
+    let h = pair / p.ring;
+    let pk = lo + pair % p.ring;
+    var acc = vec4<f32>(0.0);
+    if (h < p.heads && pk <= p.pos) {
+        let kbase = select((pk % p.ring) * dim4, 0u, pk == p.pos);
+        for (var i = 0u; i < 8u; i++) {
+            let e = (lid % 2u) * 8u + i;
+            if (e < hd4) {
+                let q = x[h * hd4 + e];
+                if (pk == p.pos) {
+                    acc += q * x[dim4 + h * hd4 + e];
+                } else {
+                    acc += q * k_ring[kbase + h * hd4 + e];
+                }
             }
         }
-        att[lid] = (acc.x + acc.y + acc.z + acc.w) * p.scale;
     }
+    att[lid] = (acc.x + acc.y + acc.z + acc.w) * p.scale;
 }
 
 // p.input 4: the attention output's unit u (16 of its values, in one head): the softmax of
-// the head's scores over the values of its positions.
+// the head's scores (two halves each in att) over the values of its positions, at most 8.
 fn attention_unit(u: u32) -> array<vec4<f32>, 4> {
     let dim4 = p.k / 4u;
     let hd4 = dim4 / p.heads;
     let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
     let nk = p.pos + 1u - lo;
     let h = (4u * u) / hd4;
+    var sc: array<f32, 8>;
     var m = -3.0e38;
-    for (var j = 0u; j < nk; j++) {
-        m = max(m, att[h * p.ring + j]);
+    for (var j = 0u; j < 8u; j++) {
+        sc[j] = -3.0e38;
+        if (j < nk) {
+            let q = h * p.ring + j;
+            sc[j] = att[2u * q] + att[2u * q + 1u];
+            m = max(m, sc[j]);
+        }
     }
     var den = 0.0;
     var o = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    for (var j = 0u; j < nk; j++) {
-        let e = exp(att[h * p.ring + j] - m);
-        den += e;
-        let pk = lo + j;
-        for (var c = 0u; c < 4u; c++) {
-            if (pk == p.pos) {
-                o[c] += e * x[2u * dim4 + 4u * u + c];
-            } else {
-                o[c] += e * v_ring[(pk % p.ring) * dim4 + 4u * u + c];
+    for (var j = 0u; j < 8u; j++) {
+        if (j < nk) {
+            let e = exp(sc[j] - m);
+            den += e;
+            let pk = lo + j;
+            for (var c = 0u; c < 4u; c++) {
+                if (pk == p.pos) {
+                    o[c] += e * x[2u * dim4 + 4u * u + c];
+                } else {
+                    o[c] += e * v_ring[(pk % p.ring) * dim4 + 4u * u + c];
+                }
             }
         }
     }
@@ -224,13 +241,6 @@ fn main(
 
     var acc = vec4<f32>(0.0);
     var sq = 0.0;
-    if (valid && p.input == 3u) {
-        // the partial sums of squares behind the row
-        for (var j = lane; j < p.parts / 4u; j += lanes) {
-            let s = x[p.k / 4u + j];
-            sq += (s.x + s.y) + (s.z + s.w);
-        }
-    }
     for (var c0 = 0u; c0 < nu; c0 += CHUNK) {
         let units = min(CHUNK, nu - c0);
         workgroupBarrier();
@@ -250,6 +260,13 @@ fn main(
                 let c = input(xrow, 4u * u + 2u, &s);
                 let d = input(xrow, 4u * u + 3u, &s);
                 quantize_unit(lid, a, b, c, d);
+                if (p.input == 3u) {
+                    // the partial sums of squares behind the row, vec4 u, u + nu, ...
+                    for (var j = u; j < p.parts / 4u; j += nu) {
+                        let q = x[p.k / 4u + j];
+                        s += (q.x + q.y) + (q.z + q.w);
+                    }
+                }
             }
             x_sq[lid] = s;
         }
@@ -264,7 +281,7 @@ fn main(
                 acc.y += unit_dot(i0 + 1u, u, j) + unit_dot(i0 + 1u, u1, j1);
                 acc.z += unit_dot(i0 + 2u, u, j) + unit_dot(i0 + 2u, u1, j1);
                 acc.w += unit_dot(i0 + 3u, u, j) + unit_dot(i0 + 3u, u1, j1);
-                if (p.input == 2u) {
+                if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j] + x_sq[j1];
                 }
             }
@@ -274,7 +291,7 @@ fn main(
                 acc.y += unit_dot(i0 + 1u, u, j);
                 acc.z += unit_dot(i0 + 2u, u, j);
                 acc.w += unit_dot(i0 + 3u, u, j);
-                if (p.input == 2u) {
+                if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j];
                 }
             }

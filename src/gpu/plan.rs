@@ -926,12 +926,19 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// Whether [`Self::attention_residual`] can take a transformer of `spec`: the i8 Q8_0
-    /// kernel ([`Q8Dot::I8`]), no rotary embedding, `dim` at most 4096, heads of a multiple
-    /// of 16 and at most 256 (head, ring slot) pairs: Moshi's depformer (16 heads of 64,
-    /// 8 slots).
+    /// kernel ([`Q8Dot::I8`]), no rotary embedding, `dim` at most 4096, heads of 16, 32, 48
+    /// or 64, at most 8 ring slots and 128 (head, slot) pairs: Moshi's depformer (16 heads
+    /// of 64, 8 slots).
     pub fn can_fuse_attention(&self, spec: &TransformerSpec) -> bool {
         let hd = spec.dim / spec.heads.max(1);
-        self.q8_dot == Q8Dot::I8 && !spec.rope && spec.dim <= 4096 && spec.dim % spec.heads.max(1) == 0 && hd % 16 == 0 && spec.heads * spec.context <= 256
+        self.q8_dot == Q8Dot::I8
+            && !spec.rope
+            && spec.dim <= 4096
+            && spec.dim % spec.heads.max(1) == 0
+            && hd % 16 == 0
+            && hd <= 64
+            && spec.context <= 8
+            && spec.heads * spec.context <= 128
     }
 
     /// A transformer layer's self-attention and out_proj in one dispatch, as a residual add
