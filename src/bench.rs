@@ -112,6 +112,16 @@ pub async fn profile(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<Op
     Ok(Some(groups))
 }
 
+/// The median of `replays` replays of `plan` in one pass each ([`Plan::time_one_pass`]), ms.
+async fn one_pass(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<f64> {
+    let mut v = Vec::with_capacity(replays);
+    for _ in 0..replays {
+        v.push(plan.time_one_pass(ctx).await?);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
 /// `[{ step, dispatches, ms }]`, or `null`.
 pub fn profile_json(groups: &Option<Profile>) -> serde_json::Value {
     match groups {
@@ -362,6 +372,9 @@ pub struct LmBench {
     pub duplex: Option<(Stats, Stats, Stats)>,
     pub profile_temporal: Option<Profile>,
     pub profile_depformer: Option<Profile>,
+    /// GPU time of the temporal plan and of the depformer's, each replayed in one pass
+    /// ([`Plan::time_one_pass`], the median of the profile's replays), ms; where profiled.
+    pub pass_ms: Option<(f64, f64)>,
     /// Seconds the timed loops took, warm-up included.
     pub elapsed_s: f64,
 }
@@ -431,6 +444,10 @@ pub async fn bench_lm(
     let (temporal_plan, depformer_plan) = lm.plans();
     let profile_temporal = profile(&ctx, temporal_plan, replays).await?;
     let profile_depformer = profile(&ctx, depformer_plan, replays).await?;
+    let pass_ms = match profile_temporal {
+        Some(_) => Some((one_pass(&ctx, temporal_plan, replays).await?, one_pass(&ctx, depformer_plan, replays).await?)),
+        None => None,
+    };
     let dispatches = lm.dispatches();
     let kv_bytes = lm.state_bytes();
     drop(lm);
@@ -475,6 +492,7 @@ pub async fn bench_lm(
         duplex,
         profile_temporal,
         profile_depformer,
+        pass_ms,
         elapsed_s: (now() - start) / 1e3,
     })
 }
@@ -530,6 +548,7 @@ impl LmBench {
             "full_duplex_lm_decode_ms": self.duplex.map(|d| d.2.json()),
             "profile_temporal": profile_json(&self.profile_temporal),
             "profile_depformer": profile_json(&self.profile_depformer),
+            "one_pass_ms": self.pass_ms.map(|(t, d)| serde_json::json!({ "temporal": t, "depformer": d })),
             "elapsed_s": self.elapsed_s,
         });
         if let serde_json::Value::Object(r) = rest {

@@ -115,6 +115,41 @@ impl Plan {
         Ok(out)
     }
 
+    /// GPU time of one replay recorded as a frame records it (every step in one compute
+    /// pass, a pipeline set only when it changes), in ms, from timestamps at the pass's
+    /// start and end: what the plan costs the GPU with the barriers between its dispatches
+    /// and none of [`Self::profile`]'s passes. [`Error::Gpu`] when the device has no
+    /// timestamp queries.
+    pub async fn time_one_pass(&self, ctx: &GpuContext) -> Result<f64> {
+        if !ctx.info.timestamps {
+            return Err(Error::Gpu("the device has no timestamp queries".into()));
+        }
+        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("plan pass"), ty: wgpu::QueryType::Timestamp, count: 2 });
+        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("plan pass"),
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let rb = super::context::Readback::new(ctx, 16);
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("plan pass"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites { query_set: &set, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) }),
+            });
+            let mut last = None;
+            for i in 0..self.steps.len() {
+                self.record_step_after(i, &mut pass, &mut last);
+            }
+        }
+        enc.resolve_query_set(&set, 0..2, &resolved, 0);
+        rb.copy(&mut enc, &resolved);
+        ctx.queue.submit([enc.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
+        Ok(ticks[1].saturating_sub(ticks[0]) as f64 * ctx.queue.get_timestamp_period() as f64 * 1e-6)
+    }
+
     /// Record step `i` alone into `pass` (the per-step profile submits one at a time).
     pub fn record_step(&self, i: usize, pass: &mut wgpu::ComputePass<'_>) {
         self.record_step_after(i, pass, &mut None);

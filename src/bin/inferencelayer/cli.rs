@@ -1031,6 +1031,9 @@ async fn bench_lm(
         if r.duplex.is_some() {
             println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one submit");
         }
+        if let Some((t, d)) = r.pass_ms {
+            println!("GPU time per step in one pass (timestamp queries): temporal {t:.3} ms, depformer {d:.3} ms");
+        }
         if let Some(g) = &r.profile_temporal {
             print_profile("temporal", g);
         }
