@@ -1056,9 +1056,10 @@ impl<'a> PlanBuilder<'a> {
     /// `eps`; moshi.modules.transformer RMSNorm in f32), the norm taken by each workgroup
     /// as the weights stream by (each row group sums the squares of the inputs it reads and
     /// scales its sums at the end): `y (+)= W (x * alpha * rsqrt(eps + mean(x^2)))`.
-    /// From [`Q8_NORM_APART`] weights on, the norm is a dispatch of its own before a plain
-    /// linear instead: reading the gain beside the input in every row group costs a large
-    /// matrix more than the extra dispatch.
+    /// For the f32 kernel ([`Q8Dot::F32`]), from [`Q8_NORM_APART`] weights on, the norm is
+    /// a dispatch of its own before a plain linear instead: reading the gain beside the
+    /// input in every row group costs a large matrix more than the extra dispatch. The i8
+    /// kernel takes the norm as it quantizes the input, once per workgroup, at any size.
     pub fn q8_linear_normed(
         &mut self,
         label: &str,
@@ -1071,7 +1072,7 @@ impl<'a> PlanBuilder<'a> {
         if x.len() != k {
             return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
         }
-        if n * k >= Q8_NORM_APART {
+        if n * k >= Q8_NORM_APART && self.q8_dot == Q8Dot::F32 {
             let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
             let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
             self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
