@@ -16,7 +16,7 @@
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
-use crate::gpu::{submits_for, GpuContext, GpuInfo, Plan, Readback};
+use crate::gpu::{submits_for, GpuContext, GpuInfo, Plan, Q8Dot, Readback};
 use crate::mimi::{Mimi, MimiWeights};
 use crate::moshi::synthetic::{bench_user_codes, parameter_count, weight_bytes};
 use crate::moshi::{Lm, LmConfig, LmGen, LmGpuWeights, Sampling};
@@ -221,8 +221,20 @@ pub async fn copy_bandwidth(ctx: &GpuContext, now: &dyn Fn() -> f64) -> Result<(
 }
 
 /// The adapter's fields every report opens with.
+/// Which kernel the LM's Q8_0 linears run on `info`'s device ([`Q8Dot`]: the
+/// environment's choice, the f32 kernel where the device lacks `dot4I8Packed`).
+/// [`Error::Input`] for a bad `INFERENCELAYER_Q8_DOT`.
+pub fn q8_kernel_name(info: &GpuInfo) -> Result<&'static str> {
+    Ok(match Q8Dot::from_env()? {
+        Q8Dot::I8 if info.packed_dot => "i8 (the input quantized to two 8-bit levels, dot4I8Packed)",
+        Q8Dot::I8 => "f32 (the device's WGSL has no dot4I8Packed)",
+        Q8Dot::F32 => "f32 (INFERENCELAYER_Q8_DOT=f32)",
+    })
+}
+
 fn adapter_json(info: &GpuInfo) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
+    m.insert("q8_kernel".into(), q8_kernel_name(info).unwrap_or("unknown (INFERENCELAYER_Q8_DOT is neither f32 nor i8)").into());
     m.insert("adapter".into(), info.to_string().into());
     m.insert("adapter_name".into(), info.name.clone().into());
     m.insert("queue".into(), info.queue.clone().into());

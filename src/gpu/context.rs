@@ -34,6 +34,11 @@ pub struct GpuInfo {
     pub subgroups: bool,
     /// Whether the device was opened with timestamp queries (per-step GPU profiles).
     pub timestamps: bool,
+    /// Whether WGSL's `packed_4x8_integer_dot_product` language extension is there
+    /// (`dot4I8Packed`, `pack4xI8Clamp`): natively always (naga implements it for every
+    /// backend), in a browser where `navigator.gpu.wgslLanguageFeatures` lists it. Without
+    /// it the Q8_0 linears run the f32 kernel ([`crate::gpu::Q8Dot`]).
+    pub packed_dot: bool,
     /// The queue the device submits to: `default` (the backend's own choice; Vulkan's
     /// queue family 0, graphics and compute) or `compute-only family N` (natively on Vulkan,
     /// see [`GpuContext::from_adapter`]).
@@ -152,6 +157,12 @@ impl GpuContext {
         // what the device got (a browser may give more than asked), never above what was asked
         let got = device.limits();
         let kept = want.min(&GpuLimits { max_storage_binding: got.max_storage_buffer_binding_size, max_buffer: got.max_buffer_size });
+        #[cfg(not(target_arch = "wasm32"))]
+        let packed_dot = true;
+        #[cfg(target_arch = "wasm32")]
+        let packed_dot = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+            .wgsl_language_features()
+            .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
         let info = GpuInfo {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),
@@ -161,6 +172,7 @@ impl GpuContext {
             adapter_limits,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            packed_dot,
             queue: queue_name,
         };
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();

@@ -378,7 +378,8 @@ pub enum Q8Dot {
 
 impl Q8Dot {
     /// The rule `INFERENCELAYER_Q8_DOT` names: `f32` or `i8` (unset or empty, and on the
-    /// web: [`Self::I8`]). Any other value is an [`Error::Input`].
+    /// web: [`Self::I8`], which [`PlanBuilder::new`] turns into [`Self::F32`] on a device
+    /// without it). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
         match std::env::var("INFERENCELAYER_Q8_DOT").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("i8") => Ok(Self::I8),
@@ -497,7 +498,9 @@ fn threads(n: usize) -> [u32; 2] {
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
     /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
-    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`).
+    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`), their dot products as
+    /// [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the device lacks
+    /// `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -509,7 +512,10 @@ impl<'a> PlanBuilder<'a> {
             dummy_out: ctx.zeros("unused output binding", 4)?,
             dummy_rings: [ctx.zeros("unused K ring binding", 4)?, ctx.zeros("unused V ring binding", 4)?],
             q8: Q8Kernel::from_env()?,
-            q8_dot: Q8Dot::from_env()?,
+            q8_dot: match Q8Dot::from_env()? {
+                Q8Dot::I8 if !ctx.info.packed_dot => Q8Dot::F32,
+                dot => dot,
+            },
         })
     }
 

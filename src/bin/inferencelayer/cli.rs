@@ -981,6 +981,7 @@ async fn bench_lm(
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
+        println!("Q8_0 linears   {}", bench::q8_kernel_name(&info)?);
         println!(
             "model          dim {} x {} layers, depformer {} x {} layers x {} steps, context {}: {:.3} B parameters",
             config.dim,
