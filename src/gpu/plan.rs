@@ -362,6 +362,78 @@ impl Q8Kernel {
     }
 }
 
+/// Positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s plans.
+pub const ATTENTION_CHUNK: usize = 64;
+
+/// Which kernels a streaming attention step of one new position
+/// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
+/// `INFERENCELAYER_ATTENTION` ([`AttentionKernel::from_env`]), so that one build can compare
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// By shape (the default; `INFERENCELAYER_ATTENTION=auto`): `rope_attention_small` where
+    /// the window has at most 32 positions and a thread for each of its vec4s fits one
+    /// workgroup (the depformer: 8 positions of 16), else `rope_attention_split` with
+    /// [`ATTENTION_CHUNK`] positions per workgroup (more where the window would need over
+    /// 256 splits) and `attention_combine`; `rope_attention` for windows past the split
+    /// kernel's reach (131072 positions).
+    Auto,
+    /// `rope_attention` at every shape (`INFERENCELAYER_ATTENTION=fused`): one workgroup per
+    /// head over the whole window, the kernel before the split ones.
+    Fused,
+    /// `rope_attention_split` with `chunk` positions per workgroup (1 to 512, at most 256
+    /// splits of the window; else [`Self::Auto`]'s choice): for benchmarks and tests. A window
+    /// of at most `chunk` positions takes one split and no combine.
+    Split { chunk: usize },
+}
+
+/// The kernels [`AttentionKernel::dispatch`] chose for one attention step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionDispatch {
+    /// `rope_attention`: a workgroup per head.
+    Fused,
+    /// `rope_attention_small`: a workgroup per head, a thread per vec4 of the window.
+    Small,
+    /// `rope_attention_split` on `[splits, heads]` workgroups of `chunk` positions, then
+    /// `attention_combine` on `heads` (none when `splits == 1`).
+    Split { chunk: usize, splits: usize },
+}
+
+impl AttentionKernel {
+    /// The rule `INFERENCELAYER_ATTENTION` names: `auto` or `fused` (unset or empty, and on
+    /// the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("INFERENCELAYER_ATTENTION").as_deref().map(str::trim) {
+            Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
+            Ok("fused") => Ok(Self::Fused),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_ATTENTION must be auto or fused, got {v:?}"))),
+        }
+    }
+
+    /// The kernels of a step over a window of `window` positions (`min(context, ring)`) of
+    /// heads of `head_dim` (a multiple of 4, at most 256).
+    pub fn dispatch(self, head_dim: usize, window: usize) -> AttentionDispatch {
+        let window = window.max(1);
+        let split = |chunk: usize| AttentionDispatch::Split { chunk, splits: window.div_ceil(chunk) };
+        let fits = |chunk: usize| (1..=SPLIT_MAX_CHUNK).contains(&chunk) && window.div_ceil(chunk) <= SPLIT_MAX_SPLITS;
+        match self {
+            Self::Fused => AttentionDispatch::Fused,
+            Self::Split { chunk } if fits(chunk) => split(chunk),
+            Self::Auto | Self::Split { .. } => {
+                if window <= SMALL_MAX_WINDOW && window * (head_dim / 4) <= 256 {
+                    return AttentionDispatch::Small;
+                }
+                let chunk = ATTENTION_CHUNK.max(window.div_ceil(SPLIT_MAX_SPLITS));
+                if fits(chunk) {
+                    split(chunk)
+                } else {
+                    AttentionDispatch::Fused
+                }
+            }
+        }
+    }
+}
+
 /// How [`PlanBuilder::linear`] writes its result.
 pub enum LinearOut<'a> {
     /// `y = W x`
@@ -386,6 +458,7 @@ pub struct PlanBuilder<'a> {
     /// read-only and writable in one bind group)
     dummy_out: wgpu::Buffer,
     q8: Q8Kernel,
+    attention: AttentionKernel,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -403,8 +476,9 @@ fn threads(n: usize) -> [u32; 2] {
 
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
-    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
-    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`).
+    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] and its
+    /// attention steps on [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad
+    /// `INFERENCELAYER_Q8_LANES` or `INFERENCELAYER_ATTENTION`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -415,12 +489,18 @@ impl<'a> PlanBuilder<'a> {
             dummy: ctx.zeros("unused binding", 4)?,
             dummy_out: ctx.zeros("unused output binding", 4)?,
             q8: Q8Kernel::from_env()?,
+            attention: AttentionKernel::from_env()?,
         })
     }
 
     /// Dispatch the Q8_0 linears added from now on with `kernel`.
     pub fn set_q8_kernel(&mut self, kernel: Q8Kernel) {
         self.q8 = kernel;
+    }
+
+    /// Run the attention steps added from now on with `kernel`.
+    pub fn set_attention_kernel(&mut self, kernel: AttentionKernel) {
+        self.attention = kernel;
     }
 
     /// The context the plan is built on.
@@ -692,7 +772,10 @@ impl<'a> PlanBuilder<'a> {
 
     /// [`Self::rope_attention`] with an explicit position uniform (`frame`, a
     /// [`FrameParams`]) and explicit rings (from [`Self::attention_state`]): the depformer
-    /// runs its steps at fixed positions over rings shared by the steps of a frame.
+    /// runs its steps at fixed positions over rings shared by the steps of a frame. With one
+    /// new position (`t = 1`) rotation, KV push and attention are fused in the kernels of
+    /// [`AttentionKernel::dispatch`] (one dispatch, or two for a window split over several
+    /// workgroups per head); with more, `rope_kv` then `attention`.
     pub fn rope_attention_at(
         &mut self,
         label: &str,
@@ -711,10 +794,9 @@ impl<'a> PlanBuilder<'a> {
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
         if t == 1 {
-            // one new position: rotation, KV push and attention in one dispatch
-            let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+            // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
-            let p = RopeAttentionParams {
+            let mut p = RopeAttentionParams {
                 dim: dim as u32,
                 heads: heads as u32,
                 ring: ring as u32,
@@ -722,15 +804,47 @@ impl<'a> PlanBuilder<'a> {
                 scale: (1.0 / (hd as f64).sqrt()) as f32,
                 freq_coef,
                 rope: spec.rope as u32,
-                _pad: 0,
+                chunk: 0,
             };
-            let pb = self.params(label, &p);
-            self.step(
-                &ROPE_ATTENTION,
-                format!("{label} rope+kv+attention"),
-                &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
-                [heads as u32, 1],
-            );
+            match self.attention.dispatch(hd, ring.min(spec.context)) {
+                AttentionDispatch::Fused => {
+                    let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+                    let pb = self.params(label, &p);
+                    self.step(
+                        &ROPE_ATTENTION,
+                        format!("{label} rope+kv+attention"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
+                        [heads as u32, 1],
+                    );
+                }
+                AttentionDispatch::Small => {
+                    let pb = self.params(label, &p);
+                    self.step(
+                        &ROPE_ATTENTION_SMALL,
+                        format!("{label} rope+kv+attention"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &out.buf, &pb, frame],
+                        [heads as u32, 1],
+                    );
+                }
+                AttentionDispatch::Split { chunk, splits } => {
+                    p.chunk = chunk as u32;
+                    let pb = self.params(label, &p);
+                    let part = if splits > 1 {
+                        self.ctx.zeros(&format!("{label}.partials"), heads * splits * (hd + 4))?
+                    } else {
+                        self.dummy_out.clone()
+                    };
+                    self.step(
+                        &ROPE_ATTENTION_SPLIT,
+                        format!("{label} rope+kv+attention split"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &part, &out.buf, &pb, frame],
+                        [splits as u32, heads as u32],
+                    );
+                    if splits > 1 {
+                        self.step(&ATTENTION_COMBINE, format!("{label} attention combine"), &[&part, &out.buf, &pb, frame], [heads as u32, 1]);
+                    }
+                }
+            }
             return Ok(out);
         }
         let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
