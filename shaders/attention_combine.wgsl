@@ -1,7 +1,9 @@
 // The second dispatch of rope_attention_split.wgsl: one workgroup of 256 threads per head
 // merges the head's split partials (o_s, m_s, l_s) into softmax(q.k * scale) . v:
 //   out = sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s,   M = max_s m_s
-// over the used splits, the first ceil(n / chunk) of the n positions in the window.
+// over the used splits, the first ceil(n / per) of the n positions in the window (per as the
+// split kernel takes it); with one used split that kernel wrote the output and this one
+// returns.
 //
 //   part : [heads, splits, hd / 4 + 1] vec4   per split: o, then (m, l, 0, 0)
 //   out  : [dim / 4] vec4
@@ -18,6 +20,10 @@ struct Params {
     freq_coef: f32,
     rope: u32,
     chunk: u32,
+    least: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {
@@ -34,7 +40,7 @@ struct Frame {
 
 const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
-var<workgroup> ms: array<f32, 256>;
+var<workgroup> ms: array<vec4<f32>, 64>;
 var<workgroup> ls: array<f32, 256>;
 var<workgroup> acc_part: array<vec4<f32>, 256>;
 var<workgroup> l_part: array<f32, 256>;
@@ -48,18 +54,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let window = min(p.context, p.ring);
     let splits = (window + p.chunk - 1u) / p.chunk;
     let nk = min(pos_q + 1u, window);
-    let used = (nk + p.chunk - 1u) / p.chunk;
+    let per = max(p.least, (nk + splits - 1u) / splits);
+    let used = (nk + per - 1u) / per;
+    if (used == 1u) {
+        return;
+    }
     let stride = hd4 + 1u;
     let head = h * splits * stride;
-    if (lid < used) {
-        let ml = part[head + lid * stride + hd4];
-        ms[lid] = ml.x;
+    // the maxima four to a vec4, NEG past the used splits
+    let u4 = (used + 3u) / 4u;
+    if (lid < 4u * u4) {
+        var ml = vec4<f32>(NEG, 0.0, 0.0, 0.0);
+        if (lid < used) {
+            ml = part[head + lid * stride + hd4];
+        }
+        ms[lid / 4u][lid % 4u] = ml.x;
         ls[lid] = ml.y;
     }
     workgroupBarrier();
     var mx = NEG;
-    for (var s = 0u; s < used; s++) {
-        mx = max(mx, ms[s]);
+    for (var i = 0u; i < u4; i++) {
+        let m4 = ms[i];
+        mx = max(mx, max(max(m4.x, m4.y), max(m4.z, m4.w)));
     }
     // column c of split lanes g, g + groups, ...
     let groups = WG / hd4;
@@ -69,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var l = 0.0;
     if (g < groups) {
         for (var s = g; s < used; s += groups) {
-            let w = exp(ms[s] - mx);
+            let w = exp(ms[s / 4u][s % 4u] - mx);
             acc += w * part[head + s * stride + c];
             l += w * ls[s];
         }

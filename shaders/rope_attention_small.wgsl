@@ -22,7 +22,7 @@ struct Params {
     scale: f32,
     freq_coef: f32,
     rope: u32,
-    chunk: u32,
+    _pad0: u32,
 }
 
 struct Frame {
@@ -42,7 +42,7 @@ struct Frame {
 
 const NEG: f32 = -3.0e38;
 var<workgroup> dots: array<f32, 256>;
-var<workgroup> sc: array<f32, 32>;
+var<workgroup> sc: array<vec4<f32>, 8>;
 var<workgroup> part: array<vec4<f32>, 256>;
 
 // Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
@@ -106,28 +106,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     dots[lid] = d;
     workgroupBarrier();
-    if (lid < nk) {
+    // scores, four to a vec4, NEG past nk
+    let n4 = (nk + 3u) / 4u;
+    if (lid < 4u * n4) {
         var t = 0.0;
-        for (var e = 0u; e < hd4; e++) {
-            t += dots[lid * hd4 + e];
+        if (lid < nk) {
+            for (var e = 0u; e < hd4; e++) {
+                t += dots[lid * hd4 + e];
+            }
         }
-        sc[lid] = select(t * p.scale, NEG, t < -1.0e38);
+        sc[lid / 4u][lid % 4u] = select(t * p.scale, NEG, lid >= nk || t < -1.0e38);
     }
     workgroupBarrier();
     var m = NEG;
-    for (var i = 0u; i < nk; i++) {
-        m = max(m, sc[i]);
+    for (var i = 0u; i < n4; i++) {
+        let s4 = sc[i];
+        m = max(m, max(max(s4.x, s4.y), max(s4.z, s4.w)));
     }
     var den = 0.0;
-    for (var i = 0u; i < nk; i++) {
-        let si = sc[i];
-        if (si > -1.0e38) {
-            den += exp(si - m);
-        }
+    for (var i = 0u; i < n4; i++) {
+        let s4 = sc[i];
+        let e4 = select(vec4<f32>(0.0), exp(s4 - m), s4 > vec4<f32>(-1.0e38));
+        den += e4.x + e4.y + e4.z + e4.w;
     }
     var ev = vec4<f32>(0.0);
     if (valid) {
-        ev = exp(sc[j] - m) * v;
+        ev = exp(sc[j / 4u][j % 4u] - m) * v;
     }
     part[lid] = ev;
     workgroupBarrier();

@@ -1,26 +1,28 @@
 // rope_attention.wgsl split over the window's positions (flash-decoding): one streaming step
 // (t = 1) of causal windowed attention with its rotary embedding and KV push fused, where
-// workgroup (s, h) takes positions [s chunk, (s + 1) chunk) of head h's window (counted from
-// the oldest) and writes a partial: m, the largest of its scores, l = sum exp(score - m) and
+// workgroup (s, h) takes positions [s per, (s + 1) per) of head h's window (counted from the
+// oldest) and writes a partial: m, the largest of its scores, l = sum exp(score - m) and
 // o = sum exp(score - m) v. attention_combine.wgsl merges a head's partials in a second
-// dispatch; with one split (window <= chunk) the workgroup writes the output itself.
+// dispatch; when one workgroup takes the whole window it writes the output itself.
 //
 //   qkv      : [3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
 //   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
 //   part     : [heads, splits, hd / 4 + 1] vec4   per split: o, then (m, l, 0, 0)
-//   out      : [dim / 4] vec4   (written only with one split)
+//   out      : [dim / 4] vec4   (written here only when one split is used)
 //
-// splits = ceil(min(context, ring) / chunk), the dispatch's x; a split whose positions are not
-// in the window yet writes nothing (the combine reads the first ceil(n / chunk) of the n
-// positions in the window). The split that holds the new position rotates its key, pushes key
-// and value into the rings at slot frame.pos % ring (that split of head 0 stamps the position
-// ring) and attends it from workgroup memory: no other workgroup reads that slot,
-// since the window never reaches back to the position it held before. Older positions are
-// attended iff their slot still holds them and pos - pos_k < context, as rope_attention.wgsl.
+// The dispatch has splits = ceil(min(context, ring) / chunk) workgroups per head; of the n
+// positions in the window each takes per = max(least, ceil(n / splits)) <= chunk, so a
+// partly filled window spreads over several workgroups without tiny ones, and the workgroups
+// past the window's n positions write nothing (the combine reads the first ceil(n / per)).
+// The split that holds the new position rotates its key, pushes key and value into the rings
+// at slot frame.pos % ring (that split of head 0 stamps the position ring) and reads them
+// back after a storage barrier: no other workgroup reads that slot, since the window never
+// reaches back to the position it held before. Older positions are attended iff their slot
+// still holds them and pos - pos_k < context, as rope_attention.wgsl.
 //
-// Scores: 256 / chunk threads per position (one if chunk > 256), each a strided part of the
-// dot product. Weighted values: (vec4 column, position lane) pairs. hd must be a multiple of 4,
-// at most 256; chunk at most 512.
+// Scores: 256 / per threads per position (one if per > 256), each a strided part of the dot
+// product. Weighted values: (vec4 column, position lane) pairs. hd must be a multiple of 4, at
+// most 256; 1 <= least <= chunk <= 512.
 
 struct Params {
     dim: u32,
@@ -31,6 +33,10 @@ struct Params {
     freq_coef: f32,
     rope: u32,
     chunk: u32,
+    least: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {
@@ -52,11 +58,9 @@ struct Frame {
 const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
 var<workgroup> qs: array<vec4<f32>, 64>;
-var<workgroup> kn: array<vec4<f32>, 64>;
-var<workgroup> vn: array<vec4<f32>, 64>;
 // partial dot products [position, thread of the position], then the scores
 var<workgroup> dots: array<f32, 512>;
-var<workgroup> sc: array<f32, 512>;
+var<workgroup> sc: array<vec4<f32>, 128>;
 var<workgroup> acc_part: array<vec4<f32>, 256>;
 var<workgroup> l_part: array<f32, 256>;
 
@@ -90,67 +94,72 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
     let nk = pos_q + 1u - lo;
     // this split's positions, lo + a + j for j < n (uniform: the same in every thread)
-    let a = s * p.chunk;
+    let per = max(p.least, (nk + splits - 1u) / splits);
+    let used = (nk + per - 1u) / per;
+    let a = s * per;
     if (a >= nk) {
         return;
     }
-    let n = min(p.chunk, nk - a);
+    let n = min(per, nk - a);
     let has_new = a + n == nk;
+    // ring slot of position lo + a
+    let slot0 = (lo + a) % p.ring;
 
     if (lid < hd4) {
         let col = h * hd4 + lid;
         qs[lid] = rotate(qkv[col], 2u * lid, pos_q);
         if (has_new) {
-            let k = rotate(qkv[dim4 + col], 2u * lid, pos_q);
-            let v = qkv[2u * dim4 + col];
-            kn[lid] = k;
-            vn[lid] = v;
-            k_ring[slot_q * dim4 + col] = k;
-            v_ring[slot_q * dim4 + col] = v;
+            k_ring[slot_q * dim4 + col] = rotate(qkv[dim4 + col], 2u * lid, pos_q);
+            v_ring[slot_q * dim4 + col] = qkv[2u * dim4 + col];
             if (h == 0u && lid == 0u) {
                 pos_ring[slot_q] = pos_q;
             }
         }
     }
+    // the new key and value are read back from the rings by this workgroup only
+    storageBarrier();
     workgroupBarrier();
 
-    // partial dots: tp threads per position, thread r takes vec4s r, r + tp, ...; a position
-    // whose slot does not hold it is marked by NEG in its first part
-    let tp = max(1u, WG / p.chunk);
+    // partial dots: tp threads per position, thread r takes vec4s r, r + tp, ...; the key and
+    // its slot's position load together, a position the slot no longer holds is marked by
+    // NEG in its first part (the new one is held: its stamp is head 0's to write)
+    let tp = max(1u, WG / per);
     let r = lid % tp;
     for (var j = lid / tp; j < n; j += WG / tp) {
         let pk = lo + a + j;
+        let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+        var held = pk;
+        if (pk != pos_q) {
+            held = pos_ring[slot];
+        }
+        let ko = slot * dim4 + h * hd4;
         var d = 0.0;
-        if (pk == pos_q) {
-            for (var e = r; e < hd4; e += tp) {
-                d += dot(qs[e], kn[e]);
-            }
-        } else {
-            let slot = pk % p.ring;
-            if (pos_ring[slot] == pk) {
-                let ko = slot * dim4 + h * hd4;
-                for (var e = r; e < hd4; e += tp) {
-                    d += dot(qs[e], k_ring[ko + e]);
-                }
-            } else if (r == 0u) {
-                d = NEG;
-            }
+        for (var e = r; e < hd4; e += tp) {
+            d += dot(qs[e], k_ring[ko + e]);
+        }
+        if (held != pk) {
+            d = select(0.0, NEG, r == 0u);
         }
         dots[j * tp + r] = d;
     }
     workgroupBarrier();
-    for (var j = lid; j < n; j += WG) {
+    // scores, four to a vec4, NEG past n
+    let n4 = (n + 3u) / 4u;
+    for (var j = lid; j < 4u * n4; j += WG) {
         var t = 0.0;
-        for (var i = 0u; i < tp; i++) {
-            t += dots[j * tp + i];
+        if (j < n) {
+            for (var i = 0u; i < tp; i++) {
+                t += dots[j * tp + i];
+            }
         }
-        sc[j] = select(t * p.scale, NEG, t < -1.0e38);
+        sc[j / 4u][j % 4u] = select(t * p.scale, NEG, j >= n || t < -1.0e38);
     }
     workgroupBarrier();
 
     var m = NEG;
-    for (var j = 0u; j < n; j++) {
-        m = max(m, sc[j]);
+    for (var i = 0u; i < n4; i++) {
+        let s4 = sc[i];
+        m = max(m, max(max(s4.x, s4.y), max(s4.z, s4.w)));
     }
     // weighted values: column c of position lanes g, g + groups, ...
     let groups = WG / hd4;
@@ -160,17 +169,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var l = 0.0;
     if (g < groups) {
         for (var j = g; j < n; j += groups) {
-            let sj = sc[j];
-            if (sj > -1.0e38) {
-                let w = exp(sj - m);
-                let pk = lo + a + j;
-                var v = vn[c];
-                if (pk != pos_q) {
-                    v = v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
-                }
-                acc += w * v;
-                l += w;
-            }
+            let sj = sc[j / 4u][j % 4u];
+            let w = select(0.0, exp(sj - m), sj > -1.0e38);
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            acc += w * v_ring[slot * dim4 + h * hd4 + c];
+            l += w;
         }
     }
     acc_part[lid] = acc;
@@ -185,7 +188,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             o += acc_part[i * hd4 + lid];
             lt += l_part[i];
         }
-        if (splits == 1u) {
+        if (used == 1u) {
             out[h * hd4 + lid] = o / lt;
         } else {
             let base = (h * splits + s) * (hd4 + 1u);

@@ -5,14 +5,15 @@
 //! query attending to the keys whose position `p` has `0 <= pos - p < context`), for every
 //! kernel choice: `rope_attention` (one workgroup per head), `rope_attention_small` (the
 //! depformer's 8 positions) and `rope_attention_split` with `attention_combine` (the
-//! temporal transformer's 3000), split by the default chunk and by others (a chunk that is
-//! not a power of two, one wider than a workgroup, a single split that writes the output
-//! itself). Windows from the first frame (empty rings) to full rings that have wrapped
+//! temporal transformer's 3000), split as by default (64 positions a workgroup in a full
+//! window, 16 or more while it fills) and otherwise (a fixed chunk that is not a power of
+//! two, one wider than a workgroup, a single position per workgroup while the window fills,
+//! a single split that writes the output itself). Windows from the first frame (empty rings) to full rings that have wrapped
 //! many times, with a slot in the window that no longer holds its position (masked); the
 //! rings after the step must hold the new rotated key and value.
 #![cfg(not(target_arch = "wasm32"))]
 
-use inferencelayer::gpu::{AttentionDispatch, AttentionKernel, FrameParams, GpuContext, PlanBuilder, Tensor, TransformerSpec, ATTENTION_CHUNK, INVALID_POS};
+use inferencelayer::gpu::{AttentionDispatch, AttentionKernel, FrameParams, GpuContext, PlanBuilder, Tensor, TransformerSpec, ATTENTION_CHUNK, ATTENTION_LEAST, INVALID_POS};
 
 struct Lcg(u64);
 impl Lcg {
@@ -166,18 +167,22 @@ const DEPFORMER: TransformerSpec = TransformerSpec { dim: 1024, heads: 16, conte
 
 #[test]
 fn attention_kernels_are_chosen_by_shape() {
-    assert_eq!(AttentionKernel::Auto.dispatch(128, 3000), AttentionDispatch::Split { chunk: ATTENTION_CHUNK, splits: 3000usize.div_ceil(ATTENTION_CHUNK) });
+    let (chunk, least) = (ATTENTION_CHUNK, ATTENTION_LEAST);
+    assert_eq!(AttentionKernel::Auto.dispatch(128, 3000), AttentionDispatch::Split { chunk, least, splits: 3000usize.div_ceil(chunk) });
     assert_eq!(AttentionKernel::Auto.dispatch(64, 8), AttentionDispatch::Small);
     // the window a workgroup's threads cannot cover: one split (no combine)
-    assert_eq!(AttentionKernel::Auto.dispatch(128, 20), AttentionDispatch::Split { chunk: ATTENTION_CHUNK, splits: 1 });
+    assert_eq!(AttentionKernel::Auto.dispatch(128, 20), AttentionDispatch::Split { chunk, least, splits: 1 });
     // at most 256 splits: wider chunks for long windows, the fused kernel past 256 x 512
-    assert_eq!(AttentionKernel::Auto.dispatch(128, 100_000), AttentionDispatch::Split { chunk: 391, splits: 256 });
+    assert_eq!(AttentionKernel::Auto.dispatch(128, 100_000), AttentionDispatch::Split { chunk: 391, least, splits: 256 });
     assert_eq!(AttentionKernel::Auto.dispatch(128, 200_000), AttentionDispatch::Fused);
     assert_eq!(AttentionKernel::Fused.dispatch(64, 8), AttentionDispatch::Fused);
-    assert_eq!(AttentionKernel::Split { chunk: 2 }.dispatch(64, 8), AttentionDispatch::Split { chunk: 2, splits: 4 });
+    assert_eq!(AttentionKernel::Split { chunk: 2, least: 2 }.dispatch(64, 8), AttentionDispatch::Split { chunk: 2, least: 2, splits: 4 });
+    // the least clamped to the chunk
+    assert_eq!(AttentionKernel::Split { chunk: 64, least: 100 }.dispatch(128, 3000), AttentionDispatch::Split { chunk: 64, least: 64, splits: 47 });
+    assert_eq!(AttentionKernel::Split { chunk: 64, least: 0 }.dispatch(128, 3000), AttentionDispatch::Split { chunk: 64, least: 1, splits: 47 });
     // a chunk the kernels cannot take falls back to the default
     for chunk in [0, 513, 10] {
-        assert_eq!(AttentionKernel::Split { chunk }.dispatch(128, 3000), AttentionKernel::Auto.dispatch(128, 3000), "chunk {chunk}");
+        assert_eq!(AttentionKernel::Split { chunk, least: 1 }.dispatch(128, 3000), AttentionKernel::Auto.dispatch(128, 3000), "chunk {chunk}");
     }
 }
 
@@ -189,9 +194,10 @@ fn temporal_attention_matches_the_oracle_from_the_first_frame_to_wrapped_rings()
         let kernels = [
             AttentionKernel::Auto,
             AttentionKernel::Fused,
-            AttentionKernel::Split { chunk: 200 },
-            AttentionKernel::Split { chunk: 512 },
-            AttentionKernel::Split { chunk: 16 },
+            AttentionKernel::Split { chunk: 200, least: 200 },
+            AttentionKernel::Split { chunk: 512, least: 1 },
+            AttentionKernel::Split { chunk: 16, least: 16 },
+            AttentionKernel::Split { chunk: 128, least: 7 },
         ];
         // positions in the window: 1 (first frame), 16, 200, 1000, 3000 (full), then rings
         // that wrapped (slot 417, and the last slot after five laps)
@@ -219,7 +225,13 @@ fn depformer_attention_matches_the_oracle_step_by_step_and_wrapped() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0xde9f_0008);
-        let kernels = [AttentionKernel::Auto, AttentionKernel::Fused, AttentionKernel::Split { chunk: 8 }, AttentionKernel::Split { chunk: 3 }];
+        let kernels = [
+            AttentionKernel::Auto,
+            AttentionKernel::Fused,
+            AttentionKernel::Split { chunk: 8, least: 8 },
+            AttentionKernel::Split { chunk: 3, least: 1 },
+            AttentionKernel::Split { chunk: 2, least: 2 },
+        ];
         // the depformer's steps 0..8 of a frame over rings the last frame left (every slot
         // holds the same step of that frame), one slot stale; then rotated, past the ring
         for (spec, cases) in [

@@ -202,9 +202,25 @@ pub(crate) struct RopeAttentionParams {
     pub scale: f32,
     pub freq_coef: f32,
     pub rope: u32,
-    /// Positions per workgroup of `rope_attention_split` (read by it and
-    /// `attention_combine` only).
+    pub _pad: u32,
+}
+
+/// The parameters of `rope_attention_split` and `attention_combine`: those of
+/// `rope_attention`, then the most positions per workgroup (`chunk`, which sets the splits
+/// of the dispatch) and the fewest a workgroup takes of a partly filled window (`least`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct SplitAttentionParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
     pub chunk: u32,
+    pub least: u32,
+    pub _pad: [u32; 3],
 }
 
 /// Most positions one workgroup of `rope_attention_split` takes (its `dots` and `sc`).
@@ -297,6 +313,7 @@ const _: () = {
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
+    assert!(std::mem::size_of::<SplitAttentionParams>() == 48);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 48);

@@ -19,5 +19,5 @@ pub use table::SplitTable;
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
 pub use plan::{
     fuse_norms, submit_plans, submits_for, AttentionDispatch, AttentionKernel, ConvSpec, ConvTrSpec, LinearOut, NormedRow, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Kernel, Tensor, TransformerSpec,
-    ATTENTION_CHUNK, INVALID_POS, Q8_NORM_APART,
+    ATTENTION_CHUNK, ATTENTION_LEAST, INVALID_POS, Q8_NORM_APART,
 };

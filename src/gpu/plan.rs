@@ -362,8 +362,12 @@ impl Q8Kernel {
     }
 }
 
-/// Positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s plans.
+/// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
+/// plans (the splits of a full window: 47 at the temporal transformer's 3000).
 pub const ATTENTION_CHUNK: usize = 64;
+/// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
+/// plans while the window fills (200 positions: 13 workgroups of 16 per head).
+pub const ATTENTION_LEAST: usize = 16;
 
 /// Which kernels a streaming attention step of one new position
 /// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
@@ -374,17 +378,18 @@ pub enum AttentionKernel {
     /// By shape (the default; `INFERENCELAYER_ATTENTION=auto`): `rope_attention_small` where
     /// the window has at most 32 positions and a thread for each of its vec4s fits one
     /// workgroup (the depformer: 8 positions of 16), else `rope_attention_split` with
-    /// [`ATTENTION_CHUNK`] positions per workgroup (more where the window would need over
-    /// 256 splits) and `attention_combine`; `rope_attention` for windows past the split
+    /// [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`] (a wider chunk where the window would need
+    /// over 256 splits) and `attention_combine`; `rope_attention` for windows past the split
     /// kernel's reach (131072 positions).
     Auto,
     /// `rope_attention` at every shape (`INFERENCELAYER_ATTENTION=fused`): one workgroup per
     /// head over the whole window, the kernel before the split ones.
     Fused,
-    /// `rope_attention_split` with `chunk` positions per workgroup (1 to 512, at most 256
-    /// splits of the window; else [`Self::Auto`]'s choice): for benchmarks and tests. A window
-    /// of at most `chunk` positions takes one split and no combine.
-    Split { chunk: usize },
+    /// `rope_attention_split` with at most `chunk` positions per workgroup (1 to 512, at most
+    /// 256 splits of the window; else [`Self::Auto`]'s choice) and at least `least` (clamped
+    /// to 1..=chunk) while the window fills: for benchmarks and tests. A window of at most
+    /// `chunk` positions takes one split and no combine.
+    Split { chunk: usize, least: usize },
 }
 
 /// The kernels [`AttentionKernel::dispatch`] chose for one attention step.
@@ -394,9 +399,9 @@ pub enum AttentionDispatch {
     Fused,
     /// `rope_attention_small`: a workgroup per head, a thread per vec4 of the window.
     Small,
-    /// `rope_attention_split` on `[splits, heads]` workgroups of `chunk` positions, then
-    /// `attention_combine` on `heads` (none when `splits == 1`).
-    Split { chunk: usize, splits: usize },
+    /// `rope_attention_split` on `[splits, heads]` workgroups of `least` to `chunk`
+    /// positions, then `attention_combine` on `heads` (none when `splits == 1`).
+    Split { chunk: usize, least: usize, splits: usize },
 }
 
 impl AttentionKernel {
@@ -414,18 +419,18 @@ impl AttentionKernel {
     /// heads of `head_dim` (a multiple of 4, at most 256).
     pub fn dispatch(self, head_dim: usize, window: usize) -> AttentionDispatch {
         let window = window.max(1);
-        let split = |chunk: usize| AttentionDispatch::Split { chunk, splits: window.div_ceil(chunk) };
+        let split = |chunk: usize, least: usize| AttentionDispatch::Split { chunk, least: least.clamp(1, chunk), splits: window.div_ceil(chunk) };
         let fits = |chunk: usize| (1..=SPLIT_MAX_CHUNK).contains(&chunk) && window.div_ceil(chunk) <= SPLIT_MAX_SPLITS;
         match self {
             Self::Fused => AttentionDispatch::Fused,
-            Self::Split { chunk } if fits(chunk) => split(chunk),
+            Self::Split { chunk, least } if fits(chunk) => split(chunk, least),
             Self::Auto | Self::Split { .. } => {
                 if window <= SMALL_MAX_WINDOW && window * (head_dim / 4) <= 256 {
                     return AttentionDispatch::Small;
                 }
                 let chunk = ATTENTION_CHUNK.max(window.div_ceil(SPLIT_MAX_SPLITS));
                 if fits(chunk) {
-                    split(chunk)
+                    split(chunk, ATTENTION_LEAST)
                 } else {
                     AttentionDispatch::Fused
                 }
@@ -796,7 +801,7 @@ impl<'a> PlanBuilder<'a> {
         if t == 1 {
             // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
-            let mut p = RopeAttentionParams {
+            let p = RopeAttentionParams {
                 dim: dim as u32,
                 heads: heads as u32,
                 ring: ring as u32,
@@ -804,7 +809,7 @@ impl<'a> PlanBuilder<'a> {
                 scale: (1.0 / (hd as f64).sqrt()) as f32,
                 freq_coef,
                 rope: spec.rope as u32,
-                chunk: 0,
+                _pad: 0,
             };
             match self.attention.dispatch(hd, ring.min(spec.context)) {
                 AttentionDispatch::Fused => {
@@ -826,9 +831,20 @@ impl<'a> PlanBuilder<'a> {
                         [heads as u32, 1],
                     );
                 }
-                AttentionDispatch::Split { chunk, splits } => {
-                    p.chunk = chunk as u32;
-                    let pb = self.params(label, &p);
+                AttentionDispatch::Split { chunk, least, splits } => {
+                    let sp = SplitAttentionParams {
+                        dim: p.dim,
+                        heads: p.heads,
+                        ring: p.ring,
+                        context: p.context,
+                        scale: p.scale,
+                        freq_coef,
+                        rope: p.rope,
+                        chunk: chunk as u32,
+                        least: least as u32,
+                        _pad: [0; 3],
+                    };
+                    let pb = self.params(label, &sp);
                     let part = if splits > 1 {
                         self.ctx.zeros(&format!("{label}.partials"), heads * splits * (hd + 4))?
                     } else {
