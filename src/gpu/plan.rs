@@ -387,8 +387,9 @@ pub enum AttentionKernel {
     Fused,
     /// `rope_attention_split` with at most `chunk` positions per workgroup (1 to 512, at most
     /// 256 splits of the window; else [`Self::Auto`]'s choice) and at least `least` (clamped
-    /// to 1..=chunk) while the window fills: for benchmarks and tests. A window of at most
-    /// `chunk` positions takes one split and no combine.
+    /// to 1..=chunk) while the window fills, at every shape (`INFERENCELAYER_ATTENTION=split`
+    /// or `split:CHUNK/LEAST`): for benchmarks and tests. A window of at most `chunk`
+    /// positions takes one split and no combine.
     Split { chunk: usize, least: usize },
 }
 
@@ -405,13 +406,23 @@ pub enum AttentionDispatch {
 }
 
 impl AttentionKernel {
-    /// The rule `INFERENCELAYER_ATTENTION` names: `auto` or `fused` (unset or empty, and on
-    /// the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
+    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `fused`, `split` (the split kernels
+    /// at every shape, with [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`]) or
+    /// `split:CHUNK/LEAST` (unset or empty, and on the web: [`Self::Auto`]). Any other value
+    /// is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
+        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, fused, split or split:CHUNK/LEAST, got {v:?}"));
         match std::env::var("INFERENCELAYER_ATTENTION").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
             Ok("fused") => Ok(Self::Fused),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_ATTENTION must be auto or fused, got {v:?}"))),
+            Ok("split") => Ok(Self::Split { chunk: ATTENTION_CHUNK, least: ATTENTION_LEAST }),
+            Ok(v) => {
+                let (chunk, least) = v.strip_prefix("split:").and_then(|cl| cl.split_once('/')).ok_or_else(|| bad(v))?;
+                match (chunk.trim().parse(), least.trim().parse()) {
+                    (Ok(chunk), Ok(least)) => Ok(Self::Split { chunk, least }),
+                    _ => Err(bad(v)),
+                }
+            }
         }
     }
 
