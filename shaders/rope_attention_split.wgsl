@@ -21,7 +21,7 @@
 // still holds them and pos - pos_k < context, as rope_attention.wgsl.
 //
 // Scores: 256 / per threads per position (one if per > 256), each a strided part of the dot
-// product. Weighted values: (vec4 column, position lane) pairs. hd must be a multiple of 4, at
+// product; where that is at most 8 vec4s a thread, a thread's key loads with the query. Weighted values: (vec4 column, position lane) pairs. hd must be a multiple of 4, at
 // most 256; 1 <= least <= chunk <= 512.
 
 struct Params {
@@ -104,6 +104,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let has_new = a + n == nk;
     // ring slot of position lo + a
     let slot0 = (lo + a) % p.ring;
+    // scores: tp threads per position, thread r takes vec4s r, r + tp, ...
+    let tp = max(1u, WG / per);
+    let r = lid % tp;
+    let j0 = lid / tp;
+    let pk0 = lo + a + j0;
+    let slot_0 = select(slot0 + j0, slot0 + j0 - p.ring, slot0 + j0 >= p.ring);
+    // The key of the thread's first position, when at most 8 vec4s a thread and older than
+    // the new one, loads before the barrier, together with the query (one wait on memory,
+    // not two); the new key is not in its ring slot yet.
+    let early = 8u * tp >= hd4;
+    var kr: array<vec4<f32>, 8>;
+    var held0 = pk0;
+    if (early && j0 < n && pk0 != pos_q) {
+        held0 = pos_ring[slot_0];
+        for (var i = 0u; i < 8u; i++) {
+            let e = min(r + i * tp, hd4 - 1u);
+            kr[i] = k_ring[slot_0 * dim4 + h * hd4 + e];
+        }
+    }
+
+    // weighted values: column c of position lanes g, g + groups, ...; likewise the values of
+    // a lane's positions, when at most 8, load before the barrier (but the new one's)
+    let groups = WG / hd4;
+    let c = lid % hd4;
+    let g = lid / hd4;
+    let early_v = 8u * groups >= n;
+    var vr: array<vec4<f32>, 8>;
+    if (early_v && g < groups) {
+        for (var i = 0u; i < 8u; i++) {
+            let j = min(g + i * groups, n - 1u);
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            if (lo + a + j != pos_q) {
+                vr[i] = v_ring[slot * dim4 + h * hd4 + c];
+            }
+        }
+    }
 
     if (lid < hd4) {
         let col = h * hd4 + lid;
@@ -120,22 +156,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     storageBarrier();
     workgroupBarrier();
 
-    // partial dots: tp threads per position, thread r takes vec4s r, r + tp, ...; the key and
-    // its slot's position load together, a position the slot no longer holds is marked by
-    // NEG in its first part (the new one is held: its stamp is head 0's to write)
-    let tp = max(1u, WG / per);
-    let r = lid % tp;
-    for (var j = lid / tp; j < n; j += WG / tp) {
+    // partial dots; a position the slot no longer holds is marked by NEG in its first part
+    // (the new one is held: its stamp is head 0's to write)
+    for (var j = j0; j < n; j += WG / tp) {
         let pk = lo + a + j;
-        let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
-        var held = pk;
-        if (pk != pos_q) {
-            held = pos_ring[slot];
-        }
-        let ko = slot * dim4 + h * hd4;
         var d = 0.0;
-        for (var e = r; e < hd4; e += tp) {
-            d += dot(qs[e], k_ring[ko + e]);
+        var held = held0;
+        if (early && j == j0 && pk != pos_q) {
+            for (var i = 0u; i < 8u; i++) {
+                let e = r + i * tp;
+                if (e < hd4) {
+                    d += dot(qs[e], kr[i]);
+                }
+            }
+        } else {
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            held = pk;
+            if (pk != pos_q) {
+                held = pos_ring[slot];
+            }
+            let ko = slot * dim4 + h * hd4;
+            for (var e = r; e < hd4; e += tp) {
+                d += dot(qs[e], k_ring[ko + e]);
+            }
         }
         if (held != pk) {
             d = select(0.0, NEG, r == 0u);
@@ -161,13 +204,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let s4 = sc[i];
         m = max(m, max(max(s4.x, s4.y), max(s4.z, s4.w)));
     }
-    // weighted values: column c of position lanes g, g + groups, ...
-    let groups = WG / hd4;
-    let c = lid % hd4;
-    let g = lid / hd4;
     var acc = vec4<f32>(0.0);
     var l = 0.0;
-    if (g < groups) {
+    if (g < groups && early_v) {
+        for (var i = 0u; i < 8u; i++) {
+            let j = g + i * groups;
+            if (j < n) {
+                let sj = sc[j / 4u][j % 4u];
+                let w = select(0.0, exp(sj - m), sj > -1.0e38);
+                var v = vr[i];
+                if (lo + a + j == pos_q) {
+                    v = v_ring[slot_q * dim4 + h * hd4 + c];
+                }
+                acc += w * v;
+                l += w;
+            }
+        }
+    } else if (g < groups) {
         for (var j = g; j < n; j += groups) {
             let sj = sc[j / 4u][j % 4u];
             let w = select(0.0, exp(sj - m), sj > -1.0e38);
