@@ -21,8 +21,11 @@
 // still holds them and pos - pos_k < context, as rope_attention.wgsl.
 //
 // Scores: 256 / per threads per position (one if per > 256), each a strided part of the dot
-// product; where that is at most 8 vec4s a thread, a thread's key loads with the query. Weighted values: (vec4 column, position lane) pairs. hd must be a multiple of 4, at
-// most 256; 1 <= least <= chunk <= 512.
+// product. Weighted values: (vec4 column, position lane) pairs. Where a thread's part of a
+// key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
+// stamps load before the first barrier, with the query: the kernel waits on memory once
+// before its scores, not three times. hd must be a multiple of 4, at most 256;
+// 1 <= least <= chunk <= 512.
 
 struct Params {
     dim: u32,
