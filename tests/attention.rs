@@ -10,7 +10,9 @@
 //! two, one wider than a workgroup, a single position per workgroup while the window fills,
 //! a single split that writes the output itself). Windows from the first frame (empty rings) to full rings that have wrapped
 //! many times, with a slot in the window that no longer holds its position (masked); the
-//! rings after the step must hold the new rotated key and value.
+//! rings after the step must hold the new rotated key and value. Then one plan replayed
+//! frame after frame from empty rings, past their end, each step reading what the steps
+//! before it pushed.
 #![cfg(not(target_arch = "wasm32"))]
 
 use inferencelayer::gpu::{AttentionDispatch, AttentionKernel, FrameParams, GpuContext, PlanBuilder, Tensor, TransformerSpec, ATTENTION_CHUNK, ATTENTION_LEAST, INVALID_POS};
@@ -251,6 +253,61 @@ fn depformer_attention_matches_the_oracle_step_by_step_and_wrapped() {
                 }
             }
             println!("depformer attention, rope {}: worst relative error {worst:e}", spec.rope);
+        }
+        ctx.take_error().unwrap();
+    });
+}
+
+/// One plan replayed frame after frame from empty rings, two and a half times around them:
+/// each step reads the keys and values the steps before it pushed (the split kernels over
+/// several workgroups and their combine, the small kernel), against the oracle's rings.
+#[test]
+fn consecutive_steps_follow_the_oracle_around_the_ring() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x5e9_0040);
+        let wide = TransformerSpec { dim: 256, heads: 4, context: 40, max_period: 10000.0, rope: true };
+        let short = TransformerSpec { context: 8, ..wide };
+        for (spec, kernel) in [
+            (wide, AttentionKernel::Auto),
+            (wide, AttentionKernel::Split { chunk: 8, least: 2 }),
+            (wide, AttentionKernel::Split { chunk: 3, least: 1 }),
+            (short, AttentionKernel::Auto),
+            (short, AttentionKernel::Split { chunk: 2, least: 1 }),
+        ] {
+            let what = format!("ring {}, {kernel:?} ({:?})", spec.context, kernel.dispatch(spec.dim / spec.heads, spec.context));
+            let (d, ring) = (spec.dim, spec.context);
+            let mut cpu = Rings { k: vec![0.0; ring * d], v: vec![0.0; ring * d], pos: vec![INVALID_POS; ring] };
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let x = Tensor { buf: ctx.zeros("qkv", 3 * d).unwrap(), shape: vec![1, 3 * d] };
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_attention_kernel(kernel);
+            let rings = b.attention_state("attn", &spec).unwrap();
+            let out = b.rope_attention_at("attn", &spec, &x, &frame, &rings).unwrap();
+            let (plan, _, _) = b.finish();
+            let mut worst = 0f64;
+            for pos in 0..5 * ring / 2 {
+                let mut qkv = rng.vec(3 * d);
+                qkv[..d].iter_mut().for_each(|v| *v *= 6.0);
+                ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&qkv));
+                ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, _pad: [0; 2] }));
+                let mut enc = ctx.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    plan.record(&mut pass);
+                }
+                ctx.queue.submit([enc.finish()]);
+                let want = oracle(&spec, &mut cpu, &qkv, pos);
+                // later steps attend the older keys as the kernel rotated them (the rotation
+                // is checked above): the rounding of RoPE at one position does not add up
+                let k = ctx.read_f32(&rings[0], ring * d).await.unwrap();
+                cpu.k.copy_from_slice(&k);
+                let got = ctx.read_f32(&out.buf, d).await.unwrap();
+                let e = rel_err(&got, &want);
+                assert!(e < 2e-5 + 6e-8 * pos as f64, "{what}, pos {pos}: relative error {e:e}");
+                worst = worst.max(e);
+            }
+            println!("{what}: worst relative error {worst:e} over {} steps", 5 * ring / 2);
         }
         ctx.take_error().unwrap();
     });
