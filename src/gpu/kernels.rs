@@ -51,6 +51,9 @@ kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small", [R, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split", [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ATTENTION_COMBINE, "attention_combine", [R, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
@@ -65,7 +68,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, ROPE_ATTENTION, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    ROPE_KV, ATTENTION, ROPE_ATTENTION, ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -203,6 +206,32 @@ pub(crate) struct RopeAttentionParams {
     pub _pad: u32,
 }
 
+/// The parameters of `rope_attention_split` and `attention_combine`: those of
+/// `rope_attention`, then the most positions per workgroup (`chunk`, which sets the splits
+/// of the dispatch) and the fewest a workgroup takes of a partly filled window (`least`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct SplitAttentionParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
+    pub chunk: u32,
+    pub least: u32,
+    pub _pad: [u32; 3],
+}
+
+/// Most positions one workgroup of `rope_attention_split` takes (its `dots` and `sc`).
+pub(crate) const SPLIT_MAX_CHUNK: usize = 512;
+/// Most splits `attention_combine` merges (one partial per thread).
+pub(crate) const SPLIT_MAX_SPLITS: usize = 256;
+/// Longest window of `rope_attention_small` (its `sc`); the window times hd / 4 must also
+/// fit its 256 threads.
+pub(crate) const SMALL_MAX_WINDOW: usize = 32;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct VqEncodeParams {
@@ -292,6 +321,7 @@ const _: () = {
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
+    assert!(std::mem::size_of::<SplitAttentionParams>() == 48);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 64);

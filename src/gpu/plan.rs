@@ -453,6 +453,94 @@ impl Q8Kernel {
     }
 }
 
+/// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
+/// plans (the splits of a full window: 47 at the temporal transformer's 3000).
+pub const ATTENTION_CHUNK: usize = 64;
+/// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
+/// plans while the window fills (200 positions: 13 workgroups of 16 per head).
+pub const ATTENTION_LEAST: usize = 16;
+
+/// Which kernels a streaming attention step of one new position
+/// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
+/// `INFERENCELAYER_ATTENTION` ([`AttentionKernel::from_env`]), so that one build can compare
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// By shape (the default; `INFERENCELAYER_ATTENTION=auto`): `rope_attention_small` where
+    /// the window has at most 32 positions and a thread for each of its vec4s fits one
+    /// workgroup (the depformer: 8 positions of 16), else `rope_attention_split` with
+    /// [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`] (a wider chunk where the window would need
+    /// over 256 splits) and `attention_combine`; `rope_attention` for windows past the split
+    /// kernel's reach (131072 positions).
+    Auto,
+    /// `rope_attention` at every shape (`INFERENCELAYER_ATTENTION=fused`): one workgroup per
+    /// head over the whole window, the kernel before the split ones.
+    Fused,
+    /// `rope_attention_split` with at most `chunk` positions per workgroup (1 to 512, at most
+    /// 256 splits of the window; else [`Self::Auto`]'s choice) and at least `least` (clamped
+    /// to 1..=chunk) while the window fills, at every shape (`INFERENCELAYER_ATTENTION=split`
+    /// or `split:CHUNK/LEAST`): for benchmarks and tests. A window of at most `chunk`
+    /// positions takes one split and no combine.
+    Split { chunk: usize, least: usize },
+}
+
+/// The kernels [`AttentionKernel::dispatch`] chose for one attention step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionDispatch {
+    /// `rope_attention`: a workgroup per head.
+    Fused,
+    /// `rope_attention_small`: a workgroup per head, a thread per vec4 of the window.
+    Small,
+    /// `rope_attention_split` on `[splits, heads]` workgroups of `least` to `chunk`
+    /// positions, then `attention_combine` on `heads` (none when `splits == 1`).
+    Split { chunk: usize, least: usize, splits: usize },
+}
+
+impl AttentionKernel {
+    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `fused`, `split` (the split kernels
+    /// at every shape, with [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`]) or
+    /// `split:CHUNK/LEAST` (unset or empty, and on the web: [`Self::Auto`]). Any other value
+    /// is an [`Error::Input`].
+    pub fn from_env() -> Result<Self> {
+        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, fused, split or split:CHUNK/LEAST, got {v:?}"));
+        match std::env::var("INFERENCELAYER_ATTENTION").as_deref().map(str::trim) {
+            Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
+            Ok("fused") => Ok(Self::Fused),
+            Ok("split") => Ok(Self::Split { chunk: ATTENTION_CHUNK, least: ATTENTION_LEAST }),
+            Ok(v) => {
+                let (chunk, least) = v.strip_prefix("split:").and_then(|cl| cl.split_once('/')).ok_or_else(|| bad(v))?;
+                match (chunk.trim().parse(), least.trim().parse()) {
+                    (Ok(chunk), Ok(least)) => Ok(Self::Split { chunk, least }),
+                    _ => Err(bad(v)),
+                }
+            }
+        }
+    }
+
+    /// The kernels of a step over a window of `window` positions (`min(context, ring)`) of
+    /// heads of `head_dim` (a multiple of 4, at most 256).
+    pub fn dispatch(self, head_dim: usize, window: usize) -> AttentionDispatch {
+        let window = window.max(1);
+        let split = |chunk: usize, least: usize| AttentionDispatch::Split { chunk, least: least.clamp(1, chunk), splits: window.div_ceil(chunk) };
+        let fits = |chunk: usize| (1..=SPLIT_MAX_CHUNK).contains(&chunk) && window.div_ceil(chunk) <= SPLIT_MAX_SPLITS;
+        match self {
+            Self::Fused => AttentionDispatch::Fused,
+            Self::Split { chunk, least } if fits(chunk) => split(chunk, least),
+            Self::Auto | Self::Split { .. } => {
+                if window <= SMALL_MAX_WINDOW && window * (head_dim / 4) <= 256 {
+                    return AttentionDispatch::Small;
+                }
+                let chunk = ATTENTION_CHUNK.max(window.div_ceil(SPLIT_MAX_SPLITS));
+                if fits(chunk) {
+                    split(chunk, ATTENTION_LEAST)
+                } else {
+                    AttentionDispatch::Fused
+                }
+            }
+        }
+    }
+}
+
 /// How [`PlanBuilder::linear`] writes its result.
 pub enum LinearOut<'a> {
     /// `y = W x`
@@ -480,6 +568,7 @@ pub struct PlanBuilder<'a> {
     dummy_rings: [wgpu::Buffer; 2],
     q8: Q8Kernel,
     q8_dot: Q8Dot,
+    attention: AttentionKernel,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -497,10 +586,11 @@ fn threads(n: usize) -> [u32; 2] {
 
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
-    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
-    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`), their dot products as
-    /// [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the device lacks
-    /// `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)).
+    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`], their dot
+    /// products as [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the device
+    /// lacks `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention
+    /// steps on [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad
+    /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -516,6 +606,7 @@ impl<'a> PlanBuilder<'a> {
                 Q8Dot::I8 if !ctx.info.packed_dot => Q8Dot::F32,
                 dot => dot,
             },
+            attention: AttentionKernel::from_env()?,
         })
     }
 
@@ -527,6 +618,11 @@ impl<'a> PlanBuilder<'a> {
     /// Form the dot products of the Q8_0 linears added from now on as `dot` says.
     pub fn set_q8_dot(&mut self, dot: Q8Dot) {
         self.q8_dot = dot;
+    }
+
+    /// Run the attention steps added from now on with `kernel`.
+    pub fn set_attention_kernel(&mut self, kernel: AttentionKernel) {
+        self.attention = kernel;
     }
 
     /// The context the plan is built on.
@@ -798,7 +894,10 @@ impl<'a> PlanBuilder<'a> {
 
     /// [`Self::rope_attention`] with an explicit position uniform (`frame`, a
     /// [`FrameParams`]) and explicit rings (from [`Self::attention_state`]): the depformer
-    /// runs its steps at fixed positions over rings shared by the steps of a frame.
+    /// runs its steps at fixed positions over rings shared by the steps of a frame. With one
+    /// new position (`t = 1`) rotation, KV push and attention are fused in the kernels of
+    /// [`AttentionKernel::dispatch`] (one dispatch, or two for a window split over several
+    /// workgroups per head); with more, `rope_kv` then `attention`.
     pub fn rope_attention_at(
         &mut self,
         label: &str,
@@ -817,8 +916,7 @@ impl<'a> PlanBuilder<'a> {
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
         if t == 1 {
-            // one new position: rotation, KV push and attention in one dispatch
-            let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+            // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
             let p = RopeAttentionParams {
                 dim: dim as u32,
@@ -830,13 +928,56 @@ impl<'a> PlanBuilder<'a> {
                 rope: spec.rope as u32,
                 _pad: 0,
             };
-            let pb = self.params(label, &p);
-            self.step(
-                &ROPE_ATTENTION,
-                format!("{label} rope+kv+attention"),
-                &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
-                [heads as u32, 1],
-            );
+            match self.attention.dispatch(hd, ring.min(spec.context)) {
+                AttentionDispatch::Fused => {
+                    let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
+                    let pb = self.params(label, &p);
+                    self.step(
+                        &ROPE_ATTENTION,
+                        format!("{label} rope+kv+attention"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
+                        [heads as u32, 1],
+                    );
+                }
+                AttentionDispatch::Small => {
+                    let pb = self.params(label, &p);
+                    self.step(
+                        &ROPE_ATTENTION_SMALL,
+                        format!("{label} rope+kv+attention"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &out.buf, &pb, frame],
+                        [heads as u32, 1],
+                    );
+                }
+                AttentionDispatch::Split { chunk, least, splits } => {
+                    let sp = SplitAttentionParams {
+                        dim: p.dim,
+                        heads: p.heads,
+                        ring: p.ring,
+                        context: p.context,
+                        scale: p.scale,
+                        freq_coef,
+                        rope: p.rope,
+                        chunk: chunk as u32,
+                        least: least as u32,
+                        _pad: [0; 3],
+                    };
+                    let pb = self.params(label, &sp);
+                    let part = if splits > 1 {
+                        self.ctx.zeros(&format!("{label}.partials"), heads * splits * (hd + 4))?
+                    } else {
+                        self.dummy_out.clone()
+                    };
+                    self.step(
+                        &ROPE_ATTENTION_SPLIT,
+                        format!("{label} rope+kv+attention split"),
+                        &[&qkv.buf, k_ring, v_ring, pos_ring, &part, &out.buf, &pb, frame],
+                        [splits as u32, heads as u32],
+                    );
+                    if splits > 1 {
+                        self.step(&ATTENTION_COMBINE, format!("{label} attention combine"), &[&part, &out.buf, &pb, frame], [heads as u32, 1]);
+                    }
+                }
+            }
             return Ok(out);
         }
         let q = self.tensor(&format!("{label}.q"), &[t, dim])?;

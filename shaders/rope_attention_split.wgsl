@@ -1,0 +1,257 @@
+// rope_attention.wgsl split over the window's positions (flash-decoding): one streaming step
+// (t = 1) of causal windowed attention with its rotary embedding and KV push fused, where
+// workgroup (s, h) takes positions [s per, (s + 1) per) of head h's window (counted from the
+// oldest) and writes a partial: m, the largest of its scores, l = sum exp(score - m) and
+// o = sum exp(score - m) v. attention_combine.wgsl merges a head's partials in a second
+// dispatch; when one workgroup takes the whole window it writes the output itself.
+//
+//   qkv      : [3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
+//   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
+//   part     : [heads, splits, hd / 4 + 1] vec4   per split: o, then (m, l, 0, 0)
+//   out      : [dim / 4] vec4   (written here only when one split is used)
+//
+// The dispatch has splits = ceil(min(context, ring) / chunk) workgroups per head; of the n
+// positions in the window each takes per = max(least, ceil(n / splits)) <= chunk, so a
+// partly filled window spreads over several workgroups without tiny ones, and the workgroups
+// past the window's n positions write nothing (the combine reads the first ceil(n / per)).
+// The split that holds the new position rotates its key, pushes key and value into the rings
+// at slot frame.pos % ring (that split of head 0 stamps the position ring) and reads them
+// back after a storage barrier: no other workgroup reads that slot, since the window never
+// reaches back to the position it held before. Older positions are attended iff their slot
+// still holds them and pos - pos_k < context, as rope_attention.wgsl.
+//
+// Scores: 256 / per threads per position (one if per > 256), each a strided part of the dot
+// product. Weighted values: (vec4 column, position lane) pairs. Where a thread's part of a
+// key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
+// stamps load before the first barrier, with the query: the kernel waits on memory once
+// before its scores, not three times. hd must be a multiple of 4, at most 256;
+// 1 <= least <= chunk <= 512.
+
+struct Params {
+    dim: u32,
+    heads: u32,
+    ring: u32,
+    context: u32,
+    scale: f32,
+    freq_coef: f32,
+    rope: u32,
+    chunk: u32,
+    least: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+struct Frame {
+    pos: u32,
+    first: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> k_ring: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> v_ring: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> pos_ring: array<u32>;
+@group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> frame: Frame;
+
+const NEG: f32 = -3.0e38;
+const WG: u32 = 256u;
+var<workgroup> qs: array<vec4<f32>, 64>;
+// partial dot products [position, thread of the position], then the scores
+var<workgroup> dots: array<f32, 512>;
+var<workgroup> sc: array<vec4<f32>, 128>;
+var<workgroup> acc_part: array<vec4<f32>, 256>;
+var<workgroup> l_part: array<f32, 256>;
+
+// Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
+fn rotate(a: vec4<f32>, j0: u32, pos: u32) -> vec4<f32> {
+    if (p.rope == 0u) {
+        return a;
+    }
+    let f0 = exp(f32(j0) * p.freq_coef);
+    let f1 = exp(f32(j0 + 1u) * p.freq_coef);
+    let a0 = f0 * f32(pos);
+    let a1 = f1 * f32(pos);
+    let c0 = cos(a0);
+    let s0 = sin(a0);
+    let c1 = cos(a1);
+    let s1 = sin(a1);
+    return vec4<f32>(a.x * c0 - a.y * s0, a.x * s0 + a.y * c0, a.z * c1 - a.w * s1, a.z * s1 + a.w * c1);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    let s = wid.x;
+    let h = wid.y;
+    let hd4 = p.dim / p.heads / 4u;
+    let dim4 = p.dim / 4u;
+    let pos_q = frame.pos;
+    let slot_q = pos_q % p.ring;
+    let window = min(p.context, p.ring);
+    let splits = (window + p.chunk - 1u) / p.chunk;
+    let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
+    let nk = pos_q + 1u - lo;
+    // this split's positions, lo + a + j for j < n (uniform: the same in every thread)
+    let per = max(p.least, (nk + splits - 1u) / splits);
+    let used = (nk + per - 1u) / per;
+    let a = s * per;
+    if (a >= nk) {
+        return;
+    }
+    let n = min(per, nk - a);
+    let has_new = a + n == nk;
+    // ring slot of position lo + a
+    let slot0 = (lo + a) % p.ring;
+    // scores: tp threads per position, thread r takes vec4s r, r + tp, ...
+    let tp = max(1u, WG / per);
+    let r = lid % tp;
+    let j0 = lid / tp;
+    let pk0 = lo + a + j0;
+    let slot_0 = select(slot0 + j0, slot0 + j0 - p.ring, slot0 + j0 >= p.ring);
+    // The key of the thread's first position, when at most 8 vec4s a thread and older than
+    // the new one, loads before the barrier, together with the query (one wait on memory,
+    // not two); the new key is not in its ring slot yet.
+    let early = 8u * tp >= hd4;
+    var kr: array<vec4<f32>, 8>;
+    var held0 = pk0;
+    if (early && j0 < n && pk0 != pos_q) {
+        held0 = pos_ring[slot_0];
+        for (var i = 0u; i < 8u; i++) {
+            let e = min(r + i * tp, hd4 - 1u);
+            kr[i] = k_ring[slot_0 * dim4 + h * hd4 + e];
+        }
+    }
+
+    // weighted values: column c of position lanes g, g + groups, ...; likewise the values of
+    // a lane's positions, when at most 8, load before the barrier (but the new one's)
+    let groups = WG / hd4;
+    let c = lid % hd4;
+    let g = lid / hd4;
+    let early_v = 8u * groups >= n;
+    var vr: array<vec4<f32>, 8>;
+    if (early_v && g < groups) {
+        for (var i = 0u; i < 8u; i++) {
+            let j = min(g + i * groups, n - 1u);
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            if (lo + a + j != pos_q) {
+                vr[i] = v_ring[slot * dim4 + h * hd4 + c];
+            }
+        }
+    }
+
+    if (lid < hd4) {
+        let col = h * hd4 + lid;
+        qs[lid] = rotate(qkv[col], 2u * lid, pos_q);
+        if (has_new) {
+            k_ring[slot_q * dim4 + col] = rotate(qkv[dim4 + col], 2u * lid, pos_q);
+            v_ring[slot_q * dim4 + col] = qkv[2u * dim4 + col];
+            if (h == 0u && lid == 0u) {
+                pos_ring[slot_q] = pos_q;
+            }
+        }
+    }
+    // the new key and value are read back from the rings by this workgroup only
+    storageBarrier();
+    workgroupBarrier();
+
+    // partial dots; a position the slot no longer holds is marked by NEG in its first part
+    // (the new one is held: its stamp is head 0's to write)
+    for (var j = j0; j < n; j += WG / tp) {
+        let pk = lo + a + j;
+        var d = 0.0;
+        var held = held0;
+        if (early && j == j0 && pk != pos_q) {
+            for (var i = 0u; i < 8u; i++) {
+                let e = r + i * tp;
+                if (e < hd4) {
+                    d += dot(qs[e], kr[i]);
+                }
+            }
+        } else {
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            held = pk;
+            if (pk != pos_q) {
+                held = pos_ring[slot];
+            }
+            let ko = slot * dim4 + h * hd4;
+            for (var e = r; e < hd4; e += tp) {
+                d += dot(qs[e], k_ring[ko + e]);
+            }
+        }
+        if (held != pk) {
+            d = select(0.0, NEG, r == 0u);
+        }
+        dots[j * tp + r] = d;
+    }
+    workgroupBarrier();
+    // scores, four to a vec4, NEG past n
+    let n4 = (n + 3u) / 4u;
+    for (var j = lid; j < 4u * n4; j += WG) {
+        var t = 0.0;
+        if (j < n) {
+            for (var i = 0u; i < tp; i++) {
+                t += dots[j * tp + i];
+            }
+        }
+        sc[j / 4u][j % 4u] = select(t * p.scale, NEG, j >= n || t < -1.0e38);
+    }
+    workgroupBarrier();
+
+    var m = NEG;
+    for (var i = 0u; i < n4; i++) {
+        let s4 = sc[i];
+        m = max(m, max(max(s4.x, s4.y), max(s4.z, s4.w)));
+    }
+    var acc = vec4<f32>(0.0);
+    var l = 0.0;
+    if (g < groups && early_v) {
+        for (var i = 0u; i < 8u; i++) {
+            let j = g + i * groups;
+            if (j < n) {
+                let sj = sc[j / 4u][j % 4u];
+                let w = select(0.0, exp(sj - m), sj > -1.0e38);
+                var v = vr[i];
+                if (lo + a + j == pos_q) {
+                    v = v_ring[slot_q * dim4 + h * hd4 + c];
+                }
+                acc += w * v;
+                l += w;
+            }
+        }
+    } else if (g < groups) {
+        for (var j = g; j < n; j += groups) {
+            let sj = sc[j / 4u][j % 4u];
+            let w = select(0.0, exp(sj - m), sj > -1.0e38);
+            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            acc += w * v_ring[slot * dim4 + h * hd4 + c];
+            l += w;
+        }
+    }
+    acc_part[lid] = acc;
+    if (c == 0u) {
+        l_part[g] = l;
+    }
+    workgroupBarrier();
+    if (lid < hd4) {
+        var o = vec4<f32>(0.0);
+        var lt = 0.0;
+        for (var i = 0u; i < groups; i++) {
+            o += acc_part[i * hd4 + lid];
+            lt += l_part[i];
+        }
+        if (used == 1u) {
+            out[h * hd4 + lid] = o / lt;
+        } else {
+            let base = (h * splits + s) * (hd4 + 1u);
+            part[base + lid] = o;
+            if (lid == 0u) {
+                part[base + hd4] = vec4<f32>(m, lt, 0.0, 0.0);
+            }
+        }
+    }
+}
