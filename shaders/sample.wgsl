@@ -123,38 +123,42 @@ fn better(a: vec2<u32>, b: vec2<u32>) -> bool {
     return a.x > b.x || (a.x == b.x && a.y < b.y);
 }
 
-// The running best with logit l at index i, when i < n and key(l) >= thr.
-fn consider(best: vec2<u32>, l: f32, i: u32, thr: u32, h0: u32) -> vec2<u32> {
-    if (i >= p.n || key(l) < thr) {
-        return best;
-    }
-    var v = l;
-    if (p.greedy == 0u) {
-        v = perturbed(l, i, h0);
-    }
-    let c = vec2<u32>(order(v), i);
-    return select(best, c, better(c, best));
+// The running greedy best with logit l at index i (when i < n).
+fn consider(best: vec2<u32>, l: f32, i: u32) -> vec2<u32> {
+    let c = vec2<u32>(order(l), i);
+    return select(best, c, i < p.n && better(c, best));
 }
 
-fn consider4(best: vec2<u32>, l: vec4<f32>, i: u32, thr: u32, h0: u32) -> vec2<u32> {
-    var b = consider(best, l.x, i, thr, h0);
-    b = consider(b, l.y, i + 256u, thr, h0);
-    b = consider(b, l.z, i + 512u, thr, h0);
-    return consider(b, l.w, i + 768u, thr, h0);
+fn consider4(best: vec2<u32>, l: vec4<f32>, i: u32) -> vec2<u32> {
+    var b = consider(best, l.x, i);
+    b = consider(b, l.y, i + 256u);
+    b = consider(b, l.z, i + 512u);
+    return consider(b, l.w, i + 768u);
 }
 
-// This thread's best over the logits it reads (i = lid + 256 j), in increasing index.
+// This thread's best over the logits it reads (i = lid + 256 j), in increasing index: greedy
+// 16 loads at a time, else one at a time (the Gumbel values' code once).
 fn scan_logits(lid: u32, thr: u32, h0: u32) -> vec2<u32> {
     var best = vec2<u32>(0u, NONE);
-    for (var i = lid; i < p.n; i += 4096u) {
-        let a = load4(i);
-        let b = load4(i + 1024u);
-        let c = load4(i + 2048u);
-        let d = load4(i + 3072u);
-        best = consider4(best, a, i, thr, h0);
-        best = consider4(best, b, i + 1024u, thr, h0);
-        best = consider4(best, c, i + 2048u, thr, h0);
-        best = consider4(best, d, i + 3072u, thr, h0);
+    if (p.greedy != 0u) {
+        for (var i = lid; i < p.n; i += 4096u) {
+            let a = load4(i);
+            let b = load4(i + 1024u);
+            let c = load4(i + 2048u);
+            let d = load4(i + 3072u);
+            best = consider4(best, a, i);
+            best = consider4(best, b, i + 1024u);
+            best = consider4(best, c, i + 2048u);
+            best = consider4(best, d, i + 3072u);
+        }
+    } else {
+        for (var i = lid; i < p.n; i += 256u) {
+            let l = logits[p.offset + i];
+            if (key(l) >= thr) {
+                let c = vec2<u32>(order(perturbed(l, i, h0)), i);
+                best = select(best, c, better(c, best));
+            }
+        }
     }
     return best;
 }
@@ -277,8 +281,9 @@ fn next_select(s: Select, f: vec2<u32>, shift: u32, width: u32) -> Select {
     return Select(s.prefix | (f.x << shift), s.mask | (low_bits(width) << shift), s.rank - f.y);
 }
 
-// The threshold by radix rounds over the m keys held in cand (uniform b).
-fn select_held(lid: u32, b: vec2<u32>, m: u32) -> u32 {
+// The threshold by radix rounds (uniform b, m, from_logits) over the m keys held in cand,
+// or over the logits in memory.
+fn select_threshold(lid: u32, b: vec2<u32>, m: u32, from_logits: bool) -> u32 {
     var s = first_select(b);
     var top = varying_bits(b);
     var r = 0u;
@@ -288,41 +293,17 @@ fn select_held(lid: u32, b: vec2<u32>, m: u32) -> u32 {
         }
         let width = min(8u, top);
         let shift = top - width;
-        for (var j = lid; j < m; j += 256u) {
-            count_key(s, b.x, cand[j], shift, r);
-        }
-        s = next_select(s, pick_digit(lid, r, s.rank), shift, width);
-        top = shift;
-        r += 1u;
-    }
-    return s.prefix;
-}
-
-// The threshold by radix rounds over the logits in memory (uniform b).
-fn select_logits(lid: u32, b: vec2<u32>) -> u32 {
-    var s = first_select(b);
-    var top = varying_bits(b);
-    var r = 0u;
-    loop {
-        if (top == 0u) {
-            break;
-        }
-        let width = min(8u, top);
-        let shift = top - width;
-        for (var i = lid; i < p.n; i += 1024u) {
-            let k = key4(load4(i));
-            let v = valid4(i);
-            if (v.x) {
+        if (from_logits) {
+            for (var i = lid; i < p.n; i += 1024u) {
+                let k = select(vec4<u32>(0u), key4(load4(i)), valid4(i));
                 count_key(s, b.x, k.x, shift, r);
-            }
-            if (v.y) {
                 count_key(s, b.x, k.y, shift, r);
-            }
-            if (v.z) {
                 count_key(s, b.x, k.z, shift, r);
-            }
-            if (v.w) {
                 count_key(s, b.x, k.w, shift, r);
+            }
+        } else {
+            for (var j = lid; j < m; j += 256u) {
+                count_key(s, b.x, cand[j], shift, r);
             }
         }
         s = next_select(s, pick_digit(lid, r, s.rank), shift, width);
@@ -355,48 +336,42 @@ fn gather4(l: vec4<f32>, i: u32, t0: u32) {
 fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
     let h0 = pcg(pcg(pcg(p.seed) ^ frame.pos) ^ p.stream);
+    let n = p.n;
     let k = p.top_k;
+    let direct = n <= HELD;
     atomicStore(&hist[lid], 0u);
     if (lid == 0u) {
         bounds = vec2<u32>(0u, 0u);
         atomicStore(&gathered, 0u);
     }
-    if (p.greedy != 0u || k == 0u || k >= p.n) {
-        // every logit takes part
-        finish(lid, scan_logits(lid, 0u, h0));
-    } else if (p.n <= HELD) {
+    // the threshold (0: every logit takes part) and the c candidates held in cand
+    var thr = 0u;
+    var c = 0u;
+    var held = false;
+    if (p.greedy == 0u && k > 0u && k < n) {
         var m = 0u;
-        for (var j = 0u; j < HELD; j += 1024u) {
-            let i = lid + j;
-            let kv = select(vec4<u32>(0u), key4(load4(i)), valid4(i));
-            cand[i] = kv.x;
-            cand[i + 256u] = kv.y;
-            cand[i + 512u] = kv.z;
-            cand[i + 768u] = kv.w;
-            m = max(m, max4(kv));
-        }
-        let b = bounds_of(lid, m);
-        let thr = select_held(lid, b, p.n);
-        var best = vec2<u32>(0u, NONE);
-        for (var i = lid; i < p.n; i += 256u) {
-            let kv = cand[i];
-            if (kv >= thr) {
-                best = consider_key(best, kv, i, h0);
+        if (direct) {
+            for (var j = 0u; j < HELD; j += 1024u) {
+                let i = lid + j;
+                let kv = select(vec4<u32>(0u), key4(load4(i)), valid4(i));
+                cand[i] = kv.x;
+                cand[i + 256u] = kv.y;
+                cand[i + 512u] = kv.z;
+                cand[i + 768u] = kv.w;
+                m = max(m, max4(kv));
+            }
+        } else {
+            for (var i = lid; i < n; i += 4096u) {
+                let a = select(vec4<u32>(0u), key4(load4(i)), valid4(i));
+                let b = select(vec4<u32>(0u), key4(load4(i + 1024u)), valid4(i + 1024u));
+                let c = select(vec4<u32>(0u), key4(load4(i + 2048u)), valid4(i + 2048u));
+                let d = select(vec4<u32>(0u), key4(load4(i + 3072u)), valid4(i + 3072u));
+                m = max(m, max(max(max4(a), max4(b)), max(max4(c), max4(d))));
             }
         }
-        finish(lid, best);
-    } else {
-        var m = 0u;
-        for (var i = lid; i < p.n; i += 4096u) {
-            let a = select(vec4<u32>(0u), key4(load4(i)), valid4(i));
-            let b = select(vec4<u32>(0u), key4(load4(i + 1024u)), valid4(i + 1024u));
-            let c = select(vec4<u32>(0u), key4(load4(i + 2048u)), valid4(i + 2048u));
-            let d = select(vec4<u32>(0u), key4(load4(i + 3072u)), valid4(i + 3072u));
-            m = max(m, max(max(max4(a), max4(b)), max(max4(c), max4(d))));
-        }
         let b = bounds_of(lid, m);
-        if (k <= 256u && m >= b.x) {
-            for (var i = lid; i < p.n; i += 4096u) {
+        if (!direct && k <= 256u && m >= b.x) {
+            for (var i = lid; i < n; i += 4096u) {
                 let l0 = load4(i);
                 let l1 = load4(i + 1024u);
                 let l2 = load4(i + 2048u);
@@ -409,12 +384,11 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
         }
         workgroupBarrier();
         if (lid == 0u) {
-            shared_u = atomicLoad(&gathered);
+            shared_u = select(atomicLoad(&gathered), n, direct);
         }
-        let c = workgroupUniformLoad(&shared_u);
-        let held = k <= 256u && c <= GATHERED;
-        var thr = 0u;
-        if (held && c <= 256u) {
+        c = workgroupUniformLoad(&shared_u);
+        held = direct || (k <= 256u && c <= GATHERED);
+        if (!direct && held && c <= 256u) {
             // rank the gathered keys directly (c >= top_k: t0 is a lower bound)
             let kv = cand[min(lid, GATHERED - 1u)];
             var pos = 0u;
@@ -427,22 +401,24 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
                 shared_u = kv;
             }
             thr = workgroupUniformLoad(&shared_u);
-        } else if (held) {
-            thr = select_held(lid, b, c);
         } else {
-            thr = select_logits(lid, b);
+            thr = select_threshold(lid, b, c, !held);
         }
-        var best = vec2<u32>(0u, NONE);
-        if (held) {
-            for (var j = lid; j < c; j += 256u) {
-                let kv = cand[j];
-                if (kv >= thr) {
-                    best = consider_key(best, kv, cand[GATHERED + j], h0);
-                }
-            }
-        } else {
-            best = scan_logits(lid, thr, h0);
-        }
-        finish(lid, best);
     }
+    var best = vec2<u32>(0u, NONE);
+    if (held) {
+        for (var j = lid; j < c; j += 256u) {
+            let kv = cand[j];
+            if (kv >= thr) {
+                var i = j;
+                if (!direct) {
+                    i = cand[GATHERED + j];
+                }
+                best = consider_key(best, kv, i, h0);
+            }
+        }
+    } else {
+        best = scan_logits(lid, thr, h0);
+    }
+    finish(lid, best);
 }
