@@ -224,6 +224,12 @@ fn gpu_draws_follow_the_rule_exactly() {
             cases.push((n, "lm", d.clone()));
             cases.push((n, "ties", d));
         }
+        // near-uniform over the top k: a threshold one logit off changes many draws
+        for kind in ["lm", "masked"] {
+            for n in [32000usize, 4099, 2048] {
+                cases.push((n, kind, vec![(2, 50.0), (3, 50.0), (25, 50.0), (250, 50.0)]));
+            }
+        }
         cases.push((32000, "zeros", vec![(0, 0.0), (25, 0.7), (5000, 0.8)]));
         cases.push((2048, "zeros", vec![(0, 0.0), (250, 0.8)]));
         cases.push((0, "lm", vec![(0, 0.0), (1, 0.8)]));
@@ -240,7 +246,7 @@ fn gpu_draws_follow_the_rule_exactly() {
         let mut draws = Vec::new(); // (case, top_k, temperature, seed, stream)
         for (c, (_, _, d)) in cases.iter().enumerate() {
             for &(k, t) in d {
-                for s in 0..seeds_per_draw {
+                for s in 0..if t >= 10.0 { 4 * seeds_per_draw } else { seeds_per_draw } {
                     draws.push((c, k, t, 1000 + 7 * draws.len() as u32, s * 3 + 1));
                 }
             }
