@@ -60,6 +60,22 @@ impl std::fmt::Display for GpuInfo {
     }
 }
 
+/// Whether `navigator.gpu.wgslLanguageFeatures` lists `feature` (false where any part of
+/// that path is missing). Asked through `has` rather than wgpu's iteration of the set, which
+/// panics on implementations whose set iterates otherwise (Dawn for Node).
+#[cfg(target_arch = "wasm32")]
+fn wgsl_has(feature: &str) -> bool {
+    use wasm_bindgen::JsCast;
+    let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null());
+    let Some(set) = get(&js_sys::global(), "navigator").and_then(|n| get(&n, "gpu")).and_then(|g| get(&g, "wgslLanguageFeatures")) else {
+        return false;
+    };
+    match get(&set, "has").as_ref().and_then(|h| h.dyn_ref::<js_sys::Function>()) {
+        Some(has) => has.call1(&set, &feature.into()).map(|v| v.is_truthy()).unwrap_or(false),
+        None => false,
+    }
+}
+
 /// A compiled kernel: its explicit bind group layout and pipeline.
 pub(crate) struct Pipeline {
     pub(crate) layout: wgpu::BindGroupLayout,
@@ -160,9 +176,7 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         let packed_dot = true;
         #[cfg(target_arch = "wasm32")]
-        let packed_dot = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
-            .wgsl_language_features()
-            .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
+        let packed_dot = wgsl_has("packed_4x8_integer_dot_product");
         let info = GpuInfo {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),

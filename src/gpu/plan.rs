@@ -328,11 +328,16 @@ pub struct NormedRow {
 }
 
 /// Whether plans take their RMSNorms from the partial sums of the residual add before them
-/// ([`NormedRow`]): on unless the environment sets `INFERENCELAYER_FUSE=0`, which restores
-/// the plan with RMSNorms as dispatches of their own (or fused from the raw row below
-/// [`Q8_NORM_APART`]). Read once per plan build; on the web always on.
+/// ([`NormedRow`]) and fuse the depformer's attention into its out_proj
+/// ([`PlanBuilder::attention_residual`]): only where the environment sets
+/// `INFERENCELAYER_FUSE=1`. By default each normed linear takes its norm from the raw row
+/// (the i8 kernel as it quantizes it, the f32 kernel below [`Q8_NORM_APART`], a norm
+/// dispatch above), which the H200 measured faster with the i8 kernel: the depformer's
+/// plan 1.84 ms in one pass against 2.08 with both fusions (the residual add's epilogue
+/// costs a latency-bound dispatch more than the norm it saves), the temporal plan within
+/// 1%. Read once per plan build; on the web always off.
 pub fn fuse_norms() -> bool {
-    !matches!(std::env::var("INFERENCELAYER_FUSE").as_deref(), Ok("0"))
+    matches!(std::env::var("INFERENCELAYER_FUSE").as_deref(), Ok("1"))
 }
 
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
@@ -454,11 +459,14 @@ impl Q8Kernel {
 }
 
 /// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
-/// plans (the splits of a full window: 47 at the temporal transformer's 3000).
-pub const ATTENTION_CHUNK: usize = 64;
+/// plans (the splits of a full window: 12 at the temporal transformer's 3000). The fastest
+/// of the choices measured on an H200 at every fill from 200 positions on (a step at the
+/// temporal shape, two dispatches: 28.6 us at 200 positions, 38.0 at 1000, 68.4 at 3000,
+/// against 32.1, 112 and 313 for `rope_attention`, and 46.6, 78.8 and 130 with 64 and 16).
+pub const ATTENTION_CHUNK: usize = 256;
 /// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
-/// plans while the window fills (200 positions: 13 workgroups of 16 per head).
-pub const ATTENTION_LEAST: usize = 16;
+/// plans while the window fills (200 positions: 7 workgroups of 32 per head).
+pub const ATTENTION_LEAST: usize = 32;
 
 /// Which kernels a streaming attention step of one new position
 /// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
