@@ -34,29 +34,38 @@ struct Direction {
     readback: Readback,
     pos: u32,
     first: bool,
+    /// frames since the stream started
+    index: u32,
 }
 
 impl Direction {
     fn new(ctx: &GpuContext, b: PlanBuilder<'_>, frame: wgpu::Buffer, readback_bytes: u64) -> Self {
         let (plan, state, taps) = b.finish();
-        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true }
+        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true, index: 0 }
     }
 
     /// Write the frame uniform, replay the plan ([`submit_plans`]), copy `out` into the
     /// readback.
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
-        let fp = FrameParams { pos: self.pos, first: self.first as u32, _pad: [0; 2] };
-        ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
+        self.prepare(ctx, steps);
         let readback = &self.readback;
         submit_plans(ctx, &[&self.plan], |enc| readback.copy(enc, out));
+    }
+
+    /// Write the frame uniform of the next replay and advance the stream by one frame.
+    fn prepare(&mut self, ctx: &GpuContext, steps: u32) {
+        let fp = FrameParams { pos: self.pos, first: self.first as u32, index: self.index, _pad: 0 };
+        ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
         self.pos += steps;
         self.first = false;
+        self.index = self.index.wrapping_add(1);
     }
 
     fn reset(&mut self, ctx: &GpuContext) {
         self.state.reset(ctx);
         self.pos = 0;
         self.first = true;
+        self.index = 0;
     }
 }
 
@@ -207,10 +216,7 @@ impl Mimi {
 
     /// Write the decode frame uniform and advance the decode stream by one frame.
     pub fn prepare_decode(&mut self) {
-        let fp = FrameParams { pos: self.dec.pos, first: self.dec.first as u32, _pad: [0; 2] };
-        self.ctx.queue.write_buffer(&self.dec.frame, 0, bytemuck::bytes_of(&fp));
-        self.dec.pos += self.steps_per_frame;
-        self.dec.first = false;
+        self.dec.prepare(&self.ctx, self.steps_per_frame);
     }
 
     /// The `frame_size` samples of the last combined submit.
