@@ -9,7 +9,7 @@
 //          half frame.index % 2 is this frame's, the other receives the next frame's (one
 //          buffer read and rewritten in place would race between workgroups)
 //   res  : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
-//   y    : [out_c, t_out]
+//   y    : [out_c, t_out], or [t_out, out_c] when p.time_major_out == 1 (res then too)
 //
 // The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
 // after, act being ELU (alpha 1) when p.elu == 1 (SEANet puts an ELU in front of every conv
@@ -34,8 +34,8 @@ struct Params {
     time_major: u32,
     elu: u32,
     replicate: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 struct Frame {
@@ -110,8 +110,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             acc += w[wo + j] * staged(c, x0 + j * p.dilation, cur);
         }
     }
-    if (p.residual == 1u) {
-        acc += res[idx];
+    var yo = idx;
+    if (p.time_major_out == 1u) {
+        yo = t * p.out_c + oc;
     }
-    y[idx] = acc;
+    if (p.residual == 1u) {
+        acc += res[yo];
+    }
+    y[yo] = acc;
 }

@@ -7,6 +7,7 @@
 //   x    : [in_c, t], or [t, in_c] when p.time_major == 1
 //   prev : [2, in_c, tp]  carried prefix, half frame.index % 2 read, the other written
 //   res  : [out_c, t_out]              y : [out_c, t_out]
+//   (y and res [t_out, out_c] when p.time_major_out == 1)
 
 struct Params {
     in_c: u32,
@@ -23,8 +24,8 @@ struct Params {
     time_major: u32,
     elu: u32,
     replicate: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 struct Frame {
@@ -113,9 +114,13 @@ fn main(
         if (p.has_bias == 1u) {
             v += b[oc];
         }
-        if (p.residual == 1u) {
-            v += res[idx];
+        var yo = idx;
+        if (p.time_major_out == 1u) {
+            yo = t * p.out_c + oc;
         }
-        y[idx] = v;
+        if (p.residual == 1u) {
+            v += res[yo];
+        }
+        y[yo] = v;
     }
 }

@@ -10,7 +10,8 @@
 //                          frame.index % 2 holds the previous frame's, the other receives
 //                          this frame's (one buffer read and rewritten in place would race
 //                          between workgroups)
-//   y       : [out_c, ts]  this frame's output, ts = t_in * stride
+//   y       : [out_c, ts]  this frame's output, ts = t_in * stride ([ts, out_c] when
+//                          p.time_major_out == 1)
 //
 // The full output has ts + tp columns (tp = k - stride); requires ts >= tp, which holds for
 // every kernel of twice the stride.
@@ -26,8 +27,8 @@ struct Params {
     tp: u32,
     has_bias: u32,
     elu: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;
@@ -112,7 +113,11 @@ fn main(
                 v += partial[(cur * p.out_c + oc) * p.tp + i];
             }
             if (i < p.ts) {
-                y[oc * p.ts + i] = v;
+                if (p.time_major_out == 1u) {
+                    y[i * p.out_c + oc] = v;
+                } else {
+                    y[oc * p.ts + i] = v;
+                }
             } else {
                 partial[((1u - cur) * p.out_c + oc) * p.tp + (i - p.ts)] = v - bias;
             }

@@ -1,4 +1,4 @@
-// Streaming causal windowed attention of t new positions (t * hd / 4 at most 256, t below
+// Streaming causal windowed attention of t new positions (t * hd / 4 at most 256, t at most
 // the ring's size) with its rotary embedding and KV push fused (rope_kv then attention in
 // one dispatch): one workgroup of 256 threads per (head, row). The head's keys of rows
 // 0..=r are rotated (interleaved pairs, as rope_kv.wgsl does it,

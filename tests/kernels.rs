@@ -47,8 +47,9 @@ mod oracles {
     //! Fused kernel modes against CPU oracles: the streaming convs with their staging and
     //! carry inside the conv dispatch (both conv kernels, ELU on load, time-major input,
     //! replicate padding, a prefix longer than the frame, no prefix), the transposed conv
-    //! with its overlap tail, over several frames; the LayerNorm-fused linear.
-    use inferencelayer::gpu::{FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor};
+    //! with its overlap tail, over several frames; the LayerNorm-fused linear; rope, KV push
+    //! and attention of several steps in one dispatch, across ring wraps.
+    use inferencelayer::gpu::{FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
 
     struct Lcg(u64);
@@ -82,29 +83,32 @@ mod oracles {
         (0..cols * rows).map(|i| x[(i % rows) * cols + i / rows]).collect()
     }
 
-    /// (in_c, out_c, k, stride, dilation, t, elu, time_major, replicate, residual)
-    type ConvCase = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool);
+    /// (in_c, out_c, k, stride, dilation, t, elu, time_major (in, out), replicate, residual)
+    type ConvCase = (usize, usize, usize, usize, usize, usize, bool, (bool, bool), bool, bool);
 
     #[test]
     fn streaming_convs_stage_and_carry_inside_the_conv_dispatch() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0xc0_4f_1d);
-            let cases: [ConvCase; 6] = [
+            let cases: [ConvCase; 8] = [
                 // a thread per output, dilated, ELU on load, a residual
-                (8, 6, 3, 1, 2, 40, true, false, false, true),
+                (8, 6, 3, 1, 2, 40, true, (false, false), false, true),
                 // a workgroup per output, strided, replicate padding, time-major input
-                (64, 16, 4, 2, 1, 2, true, true, true, false),
+                (64, 16, 4, 2, 1, 2, true, (true, false), true, false),
                 // the prefix (6) longer than the frame (2): a workgroup per output, then a
                 // thread per output
-                (32, 8, 7, 1, 1, 2, false, true, false, false),
-                (3, 4, 7, 1, 1, 2, true, false, false, false),
+                (32, 8, 7, 1, 1, 2, false, (true, false), false, false),
+                (3, 4, 7, 1, 1, 2, true, (false, false), false, false),
                 // no prefix (1x1), ELU on load
-                (16, 8, 1, 1, 1, 10, true, false, false, true),
+                (16, 8, 1, 1, 1, 10, true, (false, false), false, true),
                 // SEANet's downsampling shape: kernel twice the stride, prefix = stride
-                (16, 32, 8, 4, 1, 16, true, false, false, false),
+                (16, 32, 8, 4, 1, 16, true, (false, false), false, false),
+                // time-major output (the encoder's last conv), both kernels, with a residual
+                (64, 8, 3, 1, 1, 2, true, (false, true), false, true),
+                (4, 8, 3, 1, 1, 12, true, (false, true), false, true),
             ];
-            for (i, &(in_c, out_c, k, stride, dilation, t, elu, time_major, replicate, residual)) in cases.iter().enumerate() {
+            for (i, &(in_c, out_c, k, stride, dilation, t, elu, (time_major, time_major_out), replicate, residual)) in cases.iter().enumerate() {
                 let conv = Conv1d {
                     name: format!("conv{i}"),
                     w: rng.vec(out_c * in_c * k),
@@ -119,10 +123,10 @@ mod oracles {
                 };
                 let t_out = t / stride;
                 let x = Tensor { buf: ctx.zeros("x", in_c * t).unwrap(), shape: if time_major { vec![t, in_c] } else { vec![in_c, t] } };
-                let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: vec![out_c, t_out] };
+                let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: if time_major_out { vec![t_out, out_c] } else { vec![out_c, t_out] } };
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                 let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                let y = conv.plan(&mut b, &x, time_major, elu, residual.then_some(&res)).unwrap();
+                let y = conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res)).unwrap();
                 let (plan, state, _) = b.finish();
                 assert_eq!(plan.dispatches(), 1, "case {i}: one dispatch per conv");
                 for stream in 0..2 {
@@ -132,7 +136,8 @@ mod oracles {
                         let rs = rng.vec(out_c * t_out);
                         let up = if time_major { transpose(&xs, in_c, t) } else { xs.clone() };
                         ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&up));
-                        ctx.queue.write_buffer(&res.buf, 0, bytemuck::cast_slice(&rs));
+                        let rs_up = if time_major_out { transpose(&rs, out_c, t_out) } else { rs.clone() };
+                        ctx.queue.write_buffer(&res.buf, 0, bytemuck::cast_slice(&rs_up));
                         let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
                         ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
                         replay(&ctx, &plan);
@@ -140,7 +145,10 @@ mod oracles {
                         if residual {
                             want.iter_mut().zip(&rs).for_each(|(w, r)| *w += r);
                         }
-                        let got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
+                        let mut got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
+                        if time_major_out {
+                            got = transpose(&got, t_out, out_c);
+                        }
                         let e = rel_err(&got, &want);
                         assert!(e < 1e-5, "case {i}, stream {stream}, frame {f}: relative error {e:e}");
                     }
@@ -155,11 +163,14 @@ mod oracles {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0x7c_0a_9e);
-            // (in_c, out_c, k, stride, groups, t_in, elu, bias): SEANet's upsampling, Mimi's
-            // channel-wise upsample
-            for (i, &(in_c, out_c, k, stride, groups, t_in, elu, bias)) in
-                [(8usize, 6usize, 4usize, 2usize, 1usize, 3usize, true, true), (4, 4, 4, 2, 4, 2, false, false), (5, 3, 10, 5, 1, 40, true, true)].iter().enumerate()
-            {
+            // (in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out): SEANet's
+            // upsampling, Mimi's channel-wise upsample (time-major out, for the transformer)
+            let cases = [
+                (8usize, 6usize, 4usize, 2usize, 1usize, 3usize, true, true, false),
+                (4, 4, 4, 2, 4, 2, false, false, true),
+                (5, 3, 10, 5, 1, 40, true, true, false),
+            ];
+            for (i, &(in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out)) in cases.iter().enumerate() {
                 let convtr = ConvTr1d {
                     name: format!("convtr{i}"),
                     w: rng.vec(in_c * (out_c / groups) * k),
@@ -174,7 +185,7 @@ mod oracles {
                 let x = Tensor { buf: ctx.zeros("x", in_c * t_in).unwrap(), shape: vec![in_c, t_in] };
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                 let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                let y = convtr.plan(&mut b, &x, elu).unwrap();
+                let y = convtr.plan(&mut b, &x, elu, time_major_out).unwrap();
                 let (plan, _, _) = b.finish();
                 assert_eq!(plan.dispatches(), 1, "case {i}: one dispatch per transposed conv");
                 let mut st = convtr.state();
@@ -185,7 +196,10 @@ mod oracles {
                     ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
                     replay(&ctx, &plan);
                     let want = convtr.step(&mut st, &xs, elu);
-                    let got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
+                    let mut got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
+                    if time_major_out {
+                        got = transpose(&got, ts, out_c);
+                    }
                     let e = rel_err(&got, &want);
                     assert!(e < 1e-5, "case {i}, frame {f}: relative error {e:e}");
                 }
@@ -239,6 +253,104 @@ mod oracles {
                 }
                 let e = rel_err(&got[2], &want);
                 assert!(e < 1e-5, "k {k}: relative error {e:e}");
+            }
+        });
+    }
+
+    /// The CPU oracle of one frame of rope + KV push + attention (as
+    /// `mimi::transformer::Transformer::step` does it): `qkv` `[t, 3 dim]` at positions
+    /// `offset..offset + t`, every row pushed before any row attends.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_oracle(
+        qkv: &[f32],
+        (dim, heads, ctx, max_period): (usize, usize, usize, f64),
+        offset: usize,
+        k_ring: &mut [f32],
+        v_ring: &mut [f32],
+        pos_ring: &mut [Option<usize>],
+    ) -> Vec<f32> {
+        let t = qkv.len() / (3 * dim);
+        let hd = dim / heads;
+        let coef = (-(max_period.ln()) * 2.0 / hd as f64) as f32;
+        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let mut qkv = qkv.to_vec();
+        for r in 0..t {
+            let pos = offset + r;
+            for h in 0..heads {
+                for j in 0..hd / 2 {
+                    let (sn, cs) = ((j as f32 * coef).exp() * pos as f32).sin_cos();
+                    for part in 0..2 {
+                        let o = r * 3 * dim + part * dim + h * hd + 2 * j;
+                        let (a, b) = (qkv[o], qkv[o + 1]);
+                        qkv[o] = a * cs - b * sn;
+                        qkv[o + 1] = a * sn + b * cs;
+                    }
+                }
+            }
+            let slot = pos % ctx;
+            k_ring[slot * dim..(slot + 1) * dim].copy_from_slice(&qkv[r * 3 * dim + dim..r * 3 * dim + 2 * dim]);
+            v_ring[slot * dim..(slot + 1) * dim].copy_from_slice(&qkv[r * 3 * dim + 2 * dim..r * 3 * dim + 3 * dim]);
+            pos_ring[slot] = Some(pos);
+        }
+        let mut out = vec![0f32; t * dim];
+        for r in 0..t {
+            let pos_q = offset + r;
+            for h in 0..heads {
+                let q = &qkv[r * 3 * dim + h * hd..][..hd];
+                let mut scores: Vec<(usize, f32)> = Vec::new();
+                for (slot, p) in pos_ring.iter().enumerate() {
+                    if let Some(pk) = *p {
+                        if pk <= pos_q && pos_q - pk < ctx {
+                            let k = &k_ring[slot * dim + h * hd..][..hd];
+                            scores.push((slot, q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale));
+                        }
+                    }
+                }
+                let m = scores.iter().map(|s| s.1).fold(f32::NEG_INFINITY, f32::max);
+                let den: f32 = scores.iter().map(|s| (s.1 - m).exp()).sum();
+                let o = &mut out[r * dim + h * hd..][..hd];
+                for (slot, s) in &scores {
+                    let e = (s - m).exp() / den;
+                    for (ov, vv) in o.iter_mut().zip(&v_ring[slot * dim + h * hd..][..hd]) {
+                        *ov += e * vv;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Rope, KV push and attention of t steps a frame against the oracle over frames that
+    /// wrap the ring: one dispatch for 1 and 2 steps (Mimi's), for as many steps as the ring
+    /// holds (3 of 3: a frame's last step takes the slot of the window's oldest key), and the
+    /// two-dispatch path past 256 / (hd / 4) steps.
+    #[test]
+    fn rope_attention_of_several_steps_in_one_dispatch() {
+        pollster::block_on(async {
+            let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+            let mut rng = Lcg(0xa7_7e_17);
+            // (t, dim, heads, context, dispatches)
+            for &(t, dim, heads, context, dispatches) in &[(1usize, 16usize, 2usize, 5usize, 1usize), (2, 16, 2, 5, 1), (2, 32, 4, 4, 1), (3, 16, 2, 3, 1), (5, 512, 2, 7, 2)] {
+                let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true };
+                let qkv = Tensor { buf: ctx.zeros("qkv", t * 3 * dim).unwrap(), shape: vec![t, 3 * dim] };
+                let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+                let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+                let out = b.rope_attention("attn", &spec, &qkv).unwrap();
+                let (plan, state, _) = b.finish();
+                assert_eq!(plan.dispatches(), dispatches, "t {t}, dim {dim}");
+                state.reset(&ctx);
+                let (mut kr, mut vr, mut pr) = (vec![0f32; context * dim], vec![0f32; context * dim], vec![None; context]);
+                for f in 0..(2 * context / t + 3) {
+                    let x = rng.vec(t * 3 * dim);
+                    ctx.queue.write_buffer(&qkv.buf, 0, bytemuck::cast_slice(&x));
+                    let fp = FrameParams { pos: (f * t) as u32, first: (f == 0) as u32, index: f as u32, _pad: 0 };
+                    ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
+                    replay(&ctx, &plan);
+                    let want = attention_oracle(&x, (dim, heads, context, 10000.0), f * t, &mut kr, &mut vr, &mut pr);
+                    let got = ctx.read_f32(&out.buf, t * dim).await.unwrap();
+                    let e = rel_err(&got, &want);
+                    assert!(e < 1e-5, "t {t}, dim {dim}, context {context}, frame {f}: relative error {e:e}");
+                }
             }
         });
     }

@@ -101,7 +101,8 @@ pub(crate) struct Conv1dParams {
     pub time_major: u32,
     pub elu: u32,
     pub replicate: u32,
-    pub _pad: [u32; 2],
+    pub time_major_out: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -117,7 +118,8 @@ pub(crate) struct ConvTransposeParams {
     pub tp: u32,
     pub has_bias: u32,
     pub elu: u32,
-    pub _pad: [u32; 2],
+    pub time_major_out: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]

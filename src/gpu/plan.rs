@@ -589,13 +589,16 @@ impl<'a> PlanBuilder<'a> {
     /// carried prefix as the kernel reads it (ELU on load when `elu`; `x` is `[in_c, t]`, or
     /// `[t, in_c]` when `time_major`), convolved (adding `residual` `[out_c, t / stride]`
     /// when given), the next frame's prefix written into the other half of a two-half state
-    /// (the frame uniform's `index` picks the halves). Returns `[out_c, t / stride]`.
+    /// (the frame uniform's `index` picks the halves). Returns `[out_c, t / stride]`, or
+    /// `[t / stride, out_c]` when `time_major_out` (`residual` then lies the same way).
     /// Mirrors StreamingConv1d.forward in streaming mode.
+    #[allow(clippy::too_many_arguments)]
     pub fn conv1d(
         &mut self,
         spec: &ConvSpec<'_>,
         x: &Tensor,
         time_major: bool,
+        time_major_out: bool,
         elu: bool,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
@@ -613,7 +616,7 @@ impl<'a> PlanBuilder<'a> {
         }
         let tp = k_eff - spec.stride;
         let t_out = t / spec.stride;
-        let y = self.tensor(spec.name, &[spec.out_c, t_out])?;
+        let y = self.tensor(spec.name, &if time_major_out { [t_out, spec.out_c] } else { [spec.out_c, t_out] })?;
         let prev = if tp > 0 { self.state(&format!("{}.previous", spec.name), 2 * spec.in_c * tp)? } else { self.dummy_out.clone() };
         let p = Conv1dParams {
             in_c: spec.in_c as u32,
@@ -630,7 +633,8 @@ impl<'a> PlanBuilder<'a> {
             time_major: time_major as u32,
             elu: elu as u32,
             replicate: spec.replicate as u32,
-            _pad: [0; 2],
+            time_major_out: time_major_out as u32,
+            _pad: 0,
         };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
@@ -657,9 +661,9 @@ impl<'a> PlanBuilder<'a> {
     /// One streaming causal transposed conv over one frame (ELU on load when `elu`), one
     /// dispatch: `x` `[in_c, t]` -> `[out_c, t * stride]`, the overlap tail carried to the
     /// next frame with its bias removed, in the other half of a two-half state (the frame
-    /// uniform's `index` picks the halves). Mirrors StreamingConvTranspose1d.forward in
-    /// streaming mode.
-    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool) -> Result<Tensor> {
+    /// uniform's `index` picks the halves); `[t * stride, out_c]` when `time_major_out`.
+    /// Mirrors StreamingConvTranspose1d.forward in streaming mode.
+    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
         let (c, t_in) = (x.shape[0], x.shape[1]);
         if c != spec.in_c || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 || spec.k < spec.stride {
             return Err(Error::config(spec.name, format!("transposed conv cannot take input {:?}", x.shape)));
@@ -669,7 +673,7 @@ impl<'a> PlanBuilder<'a> {
         if ts < tp {
             return Err(Error::config(spec.name, "a frame must be at least as long as the overlap (kernel - stride)"));
         }
-        let y = self.tensor(spec.name, &[spec.out_c, ts])?;
+        let y = self.tensor(spec.name, &if time_major_out { [ts, spec.out_c] } else { [spec.out_c, ts] })?;
         let partial = if tp > 0 { self.state(&format!("{}.partial", spec.name), 2 * spec.out_c * tp)? } else { self.dummy_out.clone() };
         let p = ConvTransposeParams {
             in_c: spec.in_c as u32,
@@ -682,7 +686,8 @@ impl<'a> PlanBuilder<'a> {
             tp: tp as u32,
             has_bias: spec.b.is_some() as u32,
             elu: elu as u32,
-            _pad: [0; 2],
+            time_major_out: time_major_out as u32,
+            _pad: 0,
         };
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
@@ -807,8 +812,10 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// Rotate the queries and keys of `qkv` `[t, 3 dim]` (positions `frame.pos + row`), push
-    /// keys and values into the rings, then attend: returns `[t, dim]`. The rings (and the
-    /// position ring) are this layer's streaming state, `spec.context` slots each.
+    /// keys and values into the rings, then attend: returns `[t, dim]`. One dispatch while
+    /// `t * head_dim <= 1024` and `t <= context` (`shaders/rope_attention.wgsl`: Mimi's two
+    /// steps a frame, the LM's one), else two. The rings (and the position ring) are this
+    /// layer's streaming state, `spec.context` slots each.
     pub fn rope_attention(&mut self, label: &str, spec: &TransformerSpec, qkv: &Tensor) -> Result<Tensor> {
         let frame = self.frame.clone();
         let state = self.attention_state(label, spec)?;
@@ -845,7 +852,7 @@ impl<'a> PlanBuilder<'a> {
         let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
-        if t * (hd / 4) <= 256 && t < ring {
+        if t * (hd / 4) <= 256 && t <= ring {
             // a few new positions: rotation, KV push and attention in one dispatch
             let scores = self.ctx.zeros(&format!("{label}.scores"), t * heads * ring)?;
             let out = self.tensor(&format!("{label}.attn"), &[t, dim])?;

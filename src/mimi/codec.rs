@@ -96,13 +96,12 @@ impl Mimi {
         let enc_frame = ctx.uniform("encode frame", &frame_bytes);
         let mut b = PlanBuilder::new(&ctx, &enc_frame)?;
         let pcm = Tensor { buf: pcm_in.clone(), shape: vec![1, fs] };
-        let y = weights.encoder.plan(&mut b, &pcm)?;
-        b.tap("encoder", &y);
-        let mut xt = b.transpose("encoder_transformer.in", &y)?;
+        let mut xt = weights.encoder.plan(&mut b, &pcm)?;
+        b.tap("encoder", &xt);
         weights.encoder_transformer.plan(&mut b, &xt)?;
         b.tap("encoder_transformer", &xt);
         xt.shape = vec![xt.shape[0], d];
-        let latent = weights.downsample.plan(&mut b, &xt, true, false, None)?;
+        let latent = weights.downsample.plan(&mut b, &xt, true, false, false, None)?;
         if latent.len() != d {
             return Err(Error::config("frame_rate", format!("one frame must give one latent, got {:?}", latent.shape)));
         }
@@ -118,8 +117,7 @@ impl Mimi {
         let mut latent = weights.quantizer.plan_decode(&mut b, codes_src, codes_offset)?;
         latent.shape = vec![d, 1];
         b.tap("decoded_latent", &latent);
-        let up = weights.upsample.plan(&mut b, &latent, false)?;
-        let xt = b.transpose("decoder_transformer.in", &up)?;
+        let xt = weights.upsample.plan(&mut b, &latent, false, true)?;
         weights.decoder_transformer.plan(&mut b, &xt)?;
         b.tap("decoder_transformer", &xt);
         let pcm_out = weights.decoder.plan(&mut b, &xt)?;
@@ -231,8 +229,9 @@ impl Mimi {
         self.dec.reset(&self.ctx);
     }
 
-    /// Read a named activation of the last frame (`encoder`, `encoder_transformer`, `latent`,
-    /// `decoded_latent`, `decoder_transformer`), for parity probes.
+    /// Read a named activation of the last frame (`encoder` and `encoder_transformer`
+    /// `[2, 512]` time-major, `latent`, `decoded_latent`, `decoder_transformer` `[2, 512]`),
+    /// for parity probes.
     pub async fn read_tap(&self, name: &str) -> Result<Vec<f32>> {
         let t = self.enc.taps.get(name).or_else(|| self.dec.taps.get(name)).ok_or_else(|| {
             Error::Input(format!("no tap named `{name}`"))
