@@ -497,10 +497,11 @@ fn threads(n: usize) -> [u32; 2] {
 
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
-    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`] (an
-    /// [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`), their dot products as
-    /// [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the device lacks
-    /// `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)).
+    /// writes before each replay; its `index` must advance by one a replay, since the convs
+    /// read one half of their state and write the other), its Q8_0 linears on
+    /// [`Q8Kernel::from_env`] (an [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`),
+    /// their dot products as [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the
+    /// device lacks `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
