@@ -145,7 +145,7 @@ mod native {
                 for r in &rings {
                     ctx.queue.write_buffer(&r[2], 0, bytemuck::cast_slice(&stamps));
                 }
-                let f = FrameParams { pos: fill as u32 - 1, first: (fill == 1) as u32, _pad: [0; 2] };
+                let f = FrameParams { pos: fill as u32 - 1, first: (fill == 1) as u32, ..Default::default() };
                 ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&f));
                 let bytes = (2 * fill * dim * 4) as f64;
                 let mut reference: Option<Vec<f32>> = None;

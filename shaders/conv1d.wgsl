@@ -1,13 +1,23 @@
-// Causal Conv1d over a staged input (see conv_prep.wgsl), one thread per output element.
+// Causal streaming Conv1d over one frame (moshi.modules.conv.StreamingConv1d in streaming
+// mode), one thread per output element. The input is staged behind the carried prefix as it
+// is read, and the prefix for the next frame is written by the same dispatch.
 //
-//   w   : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
-//   b   : [out_c]                     (read only when p.has_bias == 1)
-//   xa  : [in_c, ta]
-//   res : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
-//   y   : [out_c, t_out]
+//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
+//   b    : [out_c]                     (read only when p.has_bias == 1)
+//   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
+//   prev : [2, in_c, tp]  the carried prefix (`previous`, activation applied) in two halves:
+//          half frame.index % 2 is this frame's, the other receives the next frame's (one
+//          buffer read and rewritten in place would race between workgroups)
+//   res  : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
+//   y    : [out_c, t_out], or [t_out, out_c] when p.time_major_out == 1 (res then too)
 //
+// The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
+// after, act being ELU (alpha 1) when p.elu == 1 (SEANet puts an ELU in front of every conv
+// but the first). On the first frame of a stream a conv with pad_mode "replicate" takes its
+// prefix from the first fresh column (Kyutai's downsample).
 // y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation]
-// The reference is torch.nn.Conv1d inside moshi.modules.conv.StreamingConv1d.
+// The next prefix is xa[c, t + i] for i < tp (which may reach into the old prefix when
+// tp > t: Mimi's decoder input conv has tp = 6, t = 2).
 
 struct Params {
     in_c: u32,
@@ -17,23 +27,69 @@ struct Params {
     dilation: u32,
     groups: u32,
     t_out: u32,
-    ta: u32,
+    t: u32,
+    tp: u32,
     has_bias: u32,
     residual: u32,
+    time_major: u32,
+    elu: u32,
+    replicate: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
+}
+
+struct Frame {
+    pos: u32,
+    first: u32,
+    index: u32,
+    _pad0: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read> xa: array<f32>;
-@group(0) @binding(3) var<storage, read> res: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> prev: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> frame: Frame;
+
+// act(x[c, i])
+fn fresh(c: u32, i: u32) -> f32 {
+    var v: f32;
+    if (p.time_major == 1u) {
+        v = x[i * p.in_c + c];
+    } else {
+        v = x[c * p.t + i];
+    }
+    if (p.elu == 1u && v < 0.0) {
+        v = exp(v) - 1.0;
+    }
+    return v;
+}
+
+// xa[c, j], the prefix read from half `cur`
+fn staged(c: u32, j: u32, cur: u32) -> f32 {
+    if (j >= p.tp) {
+        return fresh(c, j - p.tp);
+    }
+    if (p.replicate == 1u && frame.first == 1u) {
+        return fresh(c, 0u);
+    }
+    return prev[(cur * p.in_c + c) * p.tp + j];
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = gid.x + gid.y * nwg.x * 64u;
+    let cur = frame.index % 2u;
+    // the next frame's prefix, strided over every thread of the grid
+    let threads = nwg.x * nwg.y * 64u;
+    for (var e = idx; e < p.in_c * p.tp; e += threads) {
+        let c = e / p.tp;
+        let i = e % p.tp;
+        prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
+    }
     if (idx >= p.out_c * p.t_out) {
         return;
     }
@@ -49,13 +105,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let x0 = t * p.stride;
     for (var ic = 0u; ic < in_g; ic++) {
         let wo = (oc * in_g + ic) * p.k;
-        let xo = (g * in_g + ic) * p.ta + x0;
+        let c = g * in_g + ic;
         for (var j = 0u; j < p.k; j++) {
-            acc += w[wo + j] * xa[xo + j * p.dilation];
+            acc += w[wo + j] * staged(c, x0 + j * p.dilation, cur);
         }
     }
-    if (p.residual == 1u) {
-        acc += res[idx];
+    var yo = idx;
+    if (p.time_major_out == 1u) {
+        yo = t * p.out_c + oc;
     }
-    y[idx] = acc;
+    if (p.residual == 1u) {
+        acc += res[yo];
+    }
+    y[yo] = acc;
 }

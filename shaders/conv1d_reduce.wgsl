@@ -1,10 +1,13 @@
-// Causal Conv1d for deep, short layers: one workgroup of 64 threads per output element,
-// the threads striding over (input channel, tap) pairs, then a tree reduction. Same
-// bindings, parameters and result as conv1d.wgsl (which gives each output one thread and
-// suits wide, long layers); the plan builder picks one by shape.
+// Causal streaming Conv1d for deep, short layers: one workgroup of 64 threads per output
+// element, the threads striding over (input channel, tap) pairs, then a tree reduction. Same
+// bindings, parameters, staging, carry and result as conv1d.wgsl (which gives each output
+// one thread and suits wide, long layers); the plan builder picks one by shape.
 //
-//   w   : [out_c, in_c / groups, k]   b : [out_c]   xa : [in_c, ta]
-//   res : [out_c, t_out]              y : [out_c, t_out]
+//   w    : [out_c, in_c / groups, k]   b : [out_c]
+//   x    : [in_c, t], or [t, in_c] when p.time_major == 1
+//   prev : [2, in_c, tp]  carried prefix, half frame.index % 2 read, the other written
+//   res  : [out_c, t_out]              y : [out_c, t_out]
+//   (y and res [t_out, out_c] when p.time_major_out == 1)
 
 struct Params {
     in_c: u32,
@@ -14,21 +17,59 @@ struct Params {
     dilation: u32,
     groups: u32,
     t_out: u32,
-    ta: u32,
+    t: u32,
+    tp: u32,
     has_bias: u32,
     residual: u32,
+    time_major: u32,
+    elu: u32,
+    replicate: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
+}
+
+struct Frame {
+    pos: u32,
+    first: u32,
+    index: u32,
+    _pad0: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read> xa: array<f32>;
-@group(0) @binding(3) var<storage, read> res: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> prev: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> frame: Frame;
 
 var<workgroup> red: array<f32, 64>;
+
+// act(x[c, i])
+fn fresh(c: u32, i: u32) -> f32 {
+    var v: f32;
+    if (p.time_major == 1u) {
+        v = x[i * p.in_c + c];
+    } else {
+        v = x[c * p.t + i];
+    }
+    if (p.elu == 1u && v < 0.0) {
+        v = exp(v) - 1.0;
+    }
+    return v;
+}
+
+// xa[c, j], the prefix read from half `cur`
+fn staged(c: u32, j: u32, cur: u32) -> f32 {
+    if (j >= p.tp) {
+        return fresh(c, j - p.tp);
+    }
+    if (p.replicate == 1u && frame.first == 1u) {
+        return fresh(c, 0u);
+    }
+    return prev[(cur * p.in_c + c) * p.tp + j];
+}
 
 @compute @workgroup_size(64)
 fn main(
@@ -38,6 +79,14 @@ fn main(
 ) {
     let lid = lid3.x;
     let idx = wid.x + wid.y * nwg.x;
+    let cur = frame.index % 2u;
+    // the next frame's prefix, strided over every thread of the grid
+    let threads = nwg.x * nwg.y * 64u;
+    for (var e = idx * 64u + lid; e < p.in_c * p.tp; e += threads) {
+        let c = e / p.tp;
+        let i = e % p.tp;
+        prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
+    }
     if (idx >= p.out_c * p.t_out) {
         return;
     }
@@ -50,7 +99,7 @@ fn main(
     for (var e = lid; e < in_g * p.k; e += 64u) {
         let ic = e / p.k;
         let j = e % p.k;
-        acc += w[oc * in_g * p.k + e] * xa[(g * in_g + ic) * p.ta + x0 + j * p.dilation];
+        acc += w[oc * in_g * p.k + e] * staged(g * in_g + ic, x0 + j * p.dilation, cur);
     }
     red[lid] = acc;
     workgroupBarrier();
@@ -65,9 +114,13 @@ fn main(
         if (p.has_bias == 1u) {
             v += b[oc];
         }
-        if (p.residual == 1u) {
-            v += res[idx];
+        var yo = idx;
+        if (p.time_major_out == 1u) {
+            yo = t * p.out_c + oc;
         }
-        y[idx] = v;
+        if (p.residual == 1u) {
+            v += res[yo];
+        }
+        y[yo] = v;
     }
 }

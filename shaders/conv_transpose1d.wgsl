@@ -6,11 +6,12 @@
 //   b       : [out_c]                     (read only when p.has_bias == 1)
 //   x       : [in_c, t_in]        (ELU applied on load when p.elu == 1: SEANet's decoder
 //                                  puts an ELU in front of each upsampling layer)
-//   partial : [out_c, tp]  the previous frame's overlap tail, bias already removed
-//   y       : [out_c, ts]  this frame's output, ts = t_in * stride
-//   tail    : [out_c, tp]  the new overlap tail, bias removed; copied into `partial` by the
-//                          next step of the plan (writing `partial` here would race with its
-//                          readers)
+//   partial : [2, out_c, tp]  overlap tails, bias removed, in two halves: half
+//                          frame.index % 2 holds the previous frame's, the other receives
+//                          this frame's (one buffer read and rewritten in place would race
+//                          between workgroups)
+//   y       : [out_c, ts]  this frame's output, ts = t_in * stride ([ts, out_c] when
+//                          p.time_major_out == 1)
 //
 // The full output has ts + tp columns (tp = k - stride); requires ts >= tp, which holds for
 // every kernel of twice the stride.
@@ -26,17 +27,24 @@ struct Params {
     tp: u32,
     has_bias: u32,
     elu: u32,
+    time_major_out: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> partial: array<f32>;
+@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read_write> tail: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(6) var<uniform> frame: Frame;
+
+struct Frame {
+    pos: u32,
+    first: u32,
+    index: u32,
+    _pad0: u32,
+}
 
 const TILE: u32 = 128u;
 const COLS: u32 = 32u;
@@ -73,6 +81,7 @@ fn main(
     let out_g = p.out_c / p.groups;
     let g = oc / out_g;
     let ocl = oc % out_g;
+    let cur = frame.index % 2u;
     var bias = 0.0;
     if (p.has_bias == 1u) {
         bias = b[oc];
@@ -101,12 +110,16 @@ fn main(
                 v += red[l * COLS + col];
             }
             if (i < p.tp) {
-                v += partial[oc * p.tp + i];
+                v += partial[(cur * p.out_c + oc) * p.tp + i];
             }
             if (i < p.ts) {
-                y[oc * p.ts + i] = v;
+                if (p.time_major_out == 1u) {
+                    y[i * p.out_c + oc] = v;
+                } else {
+                    y[oc * p.ts + i] = v;
+                }
             } else {
-                tail[oc * p.tp + (i - p.ts)] = v - bias;
+                partial[((1u - cur) * p.out_c + oc) * p.tp + (i - p.ts)] = v - bias;
             }
         }
         workgroupBarrier();

@@ -5,7 +5,12 @@
 //   x     : [t, k]
 //   scale : [n]       LayerScale, read when p.residual == 1
 //   y     : [t, n]
+//   ln_w, ln_b : [k]  LayerNorm gain and bias, read when p.norm == 1
 //
+// With p.norm == 1 the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
+// biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
+// each workgroup taking its row's mean and variance with the summation order of
+// layer_norm.wgsl's 256 threads, so the normed inputs are those that kernel writes.
 // v = sum_j w[i, j] * x[r, j]; v = gelu(v) when p.gelu == 1 (exact erf GELU, torch's
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale).
@@ -20,6 +25,10 @@ struct Params {
     x_offset: u32,
     y_offset: u32,
     accumulate: u32,
+    norm: u32,
+    eps: f32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;
@@ -27,8 +36,39 @@ struct Params {
 @group(0) @binding(2) var<storage, read> scale: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(5) var<storage, read> ln_w: array<f32>;
+@group(0) @binding(6) var<storage, read> ln_b: array<f32>;
 
 var<workgroup> red: array<f32, 64>;
+
+// The sum over the row at `base` of x (or of (x - mean)^2 when `centered`), in layer_norm.wgsl's
+// order: 256 virtual lanes v, each summing elements v, v + 256, ... in turn, then a tree
+// halving 256 -> 1. Thread lid holds lanes lid + 64 m (m < 4); the tree's first two levels
+// (v + 128, then v + 64) happen in the thread, the remaining six in `red`.
+fn row_sum(lid: u32, base: u32, mean: f32, centered: bool) -> f32 {
+    var a = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    for (var m = 0u; m < 4u; m++) {
+        for (var j = lid + 64u * m; j < p.k; j += 256u) {
+            var v = x[base + j];
+            if (centered) {
+                let d = v - mean;
+                v = d * d;
+            }
+            a[m] += v;
+        }
+    }
+    red[lid] = (a[0] + a[2]) + (a[1] + a[3]);
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
 
 // erf, Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7): WGSL has no erf.
 fn erf_approx(v: f32) -> f32 {
@@ -55,8 +95,16 @@ fn main(
     let wo = i * p.k;
     let xo = p.x_offset + r * p.k;
     var acc = 0.0;
-    for (var j = lid; j < p.k; j += 64u) {
-        acc += w[wo + j] * x[xo + j];
+    if (p.norm == 1u) {
+        let mean = row_sum(lid, xo, 0.0, false) / f32(p.k);
+        let inv = 1.0 / sqrt(row_sum(lid, xo, mean, true) / f32(p.k) + p.eps);
+        for (var j = lid; j < p.k; j += 64u) {
+            acc += w[wo + j] * ((x[xo + j] - mean) * inv * ln_w[j] + ln_b[j]);
+        }
+    } else {
+        for (var j = lid; j < p.k; j += 64u) {
+            acc += w[wo + j] * x[xo + j];
+        }
     }
     red[lid] = acc;
     workgroupBarrier();

@@ -1,18 +1,21 @@
-// One streaming step (t = 1) of causal windowed attention with its rotary embedding and KV
-// push fused (rope_kv then attention, for one new position): one workgroup of 256 threads
-// per head. The head's query and key are rotated (interleaved pairs, as rope_kv.wgsl does it,
-// moshi.modules.rope.apply_rope), its key and value written into the rings at slot
-// frame.pos % ring, then the query attends over the window as attention.wgsl does.
+// Streaming causal windowed attention of t new positions (t * hd / 4 at most 256, t at most
+// the ring's size) with its rotary embedding and KV push fused (rope_kv then attention in
+// one dispatch): one workgroup of 256 threads per (head, row). The head's keys of rows
+// 0..=r are rotated (interleaved pairs, as rope_kv.wgsl does it,
+// moshi.modules.rope.apply_rope) into workgroup memory with row r's query; row r's key and
+// value are written into the rings at slot (frame.pos + r) % ring; then the query attends
+// over the window as attention.wgsl does.
 //
-//   qkv      : [3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
+//   qkv      : [t, 3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
 //   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
-//   scores   : [heads, ring]  scratch
-//   out      : [dim / 4] vec4
+//   scores   : [t, heads, ring]  scratch
+//   out      : [t, dim / 4] vec4
 //
-// hd must be a multiple of 4, at most 256. The new key is attended without reading the
-// position ring (the first workgroup stamps it; other heads may not see that yet); older
-// positions are attended iff their slot still holds them and pos - pos_k < context. With
-// p.rope == 0 keys and queries go in unrotated (Moshi's depformer).
+// hd must be a multiple of 4, at most 256. This frame's keys and values are read from qkv,
+// never from the rings (other workgroups write them there; the pushes of all rows happen
+// before any row attends, as in rope_kv then attention). An older position is attended iff
+// no row of this frame takes its slot, its slot still holds it and pos - pos_k < context.
+// With p.rope == 0 keys and queries go in unrotated (Moshi's depformer).
 
 struct Params {
     dim: u32,
@@ -22,7 +25,7 @@ struct Params {
     scale: f32,
     freq_coef: f32,
     rope: u32,
-    _pad0: u32,
+    t: u32,
 }
 
 struct Frame {
@@ -45,6 +48,8 @@ const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
 var<workgroup> red: array<f32, 256>;
 var<workgroup> qs: array<vec4<f32>, 64>;
+// this frame's rotated keys of the head, rows 0..=r: ks[i * hd4 + e]
+var<workgroup> ks: array<vec4<f32>, 256>;
 var<workgroup> part: array<vec4<f32>, 256>;
 
 // Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
@@ -95,22 +100,31 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
     let h = wid.x;
+    let r = wid.y;
     let hd4 = p.dim / p.heads / 4u;
     let dim4 = p.dim / 4u;
-    let pos_q = frame.pos;
+    let pos0 = frame.pos;
+    let pos_q = pos0 + r;
     let slot_q = pos_q % p.ring;
-    let so = h * p.ring;
+    let so = (r * p.heads + h) * p.ring;
+    let row4 = 3u * dim4;
+    for (var e = lid; e < (r + 1u) * hd4; e += WG) {
+        let i = e / hd4;
+        let c = e % hd4;
+        ks[e] = rotate(qkv[i * row4 + dim4 + h * hd4 + c], 2u * c, pos0 + i);
+    }
+    if (lid < hd4) {
+        qs[lid] = rotate(qkv[r * row4 + h * hd4 + lid], 2u * lid, pos_q);
+    }
+    workgroupBarrier();
     if (lid < hd4) {
         let col = h * hd4 + lid;
-        qs[lid] = rotate(qkv[col], 2u * lid, pos_q);
-        k_ring[slot_q * dim4 + col] = rotate(qkv[dim4 + col], 2u * lid, pos_q);
-        v_ring[slot_q * dim4 + col] = qkv[2u * dim4 + col];
+        k_ring[slot_q * dim4 + col] = ks[r * hd4 + lid];
+        v_ring[slot_q * dim4 + col] = qkv[r * row4 + 2u * dim4 + col];
         if (h == 0u && lid == 0u) {
             pos_ring[slot_q] = pos_q;
         }
     }
-    storageBarrier();
-    workgroupBarrier();
     let window = min(p.context, p.ring);
     let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
     let nk = pos_q + 1u - lo;
@@ -120,7 +134,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let pk = lo + i;
         let slot = pk % p.ring;
         var s = NEG;
-        if (pk == pos_q || pos_ring[slot] == pk) {
+        if (pk >= pos0) {
+            let ko = (pk - pos0) * hd4;
+            var acc = vec4<f32>(0.0);
+            for (var e = 0u; e < hd4; e++) {
+                acc += qs[e] * ks[ko + e];
+            }
+            s = (acc.x + acc.y + acc.z + acc.w) * p.scale;
+        } else if (pk + p.ring >= pos0 + p.t && pos_ring[slot] == pk) {
             let ko = slot * dim4 + h * hd4;
             var acc = vec4<f32>(0.0);
             for (var e = 0u; e < hd4; e++) {
@@ -153,7 +174,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var acc = vec4<f32>(0.0);
     if (kl < lanes) {
         for (var i = kl; i < nk; i += lanes) {
-            acc += scores[so + i] * v_ring[((lo + i) % p.ring) * dim4 + h * hd4 + c];
+            let pk = lo + i;
+            if (pk >= pos0) {
+                acc += scores[so + i] * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+            } else if (pk + p.ring >= pos0 + p.t) {
+                // (a slot this frame takes scored 0: skipped, it is being written)
+                acc += scores[so + i] * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+            }
         }
     }
     part[lid] = acc;
@@ -163,6 +190,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var l = 0u; l < lanes; l++) {
             sum += part[l * hd4 + lid];
         }
-        out[h * hd4 + lid] = sum / den;
+        out[r * dim4 + h * hd4 + lid] = sum / den;
     }
 }

@@ -2,7 +2,8 @@
 // lower bin as torch's argmin; then, when p.subtract == 1, the entry is removed from the
 // residual (the next RVQ level's input). One workgroup of 256 threads.
 //
-//   codebook : [levels, bins, dim]   dist : [bins]   residual : [dim]   codes : [n_q]
+//   codebook : [levels, bins, dim]   codes : [n_q]
+//   dist     : [bins] from element p.dist_offset   residual : [dim] from p.res_offset
 
 struct Params {
     level: u32,
@@ -10,9 +11,9 @@ struct Params {
     dim: u32,
     slot: u32,
     subtract: u32,
+    dist_offset: u32,
+    res_offset: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> codebook: array<f32>;
@@ -30,7 +31,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     var bd = 3.4e38;
     var bi = 0u;
     for (var bin = lid; bin < p.bins; bin += 256u) {
-        let d = dist[bin];
+        let d = dist[p.dist_offset + bin];
         if (d < bd) {
             bd = d;
             bi = bin;
@@ -57,7 +58,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     if (p.subtract == 1u) {
         let base = (p.level * p.bins + chosen) * p.dim;
         for (var c = lid; c < p.dim; c += 256u) {
-            residual[c] = residual[c] - codebook[base + c];
+            residual[p.res_offset + c] = residual[p.res_offset + c] - codebook[base + c];
         }
     }
 }

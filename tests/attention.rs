@@ -118,7 +118,7 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 /// and the rings afterwards. Returns the output's relative error.
 async fn step(ctx: &GpuContext, spec: &TransformerSpec, start: &Rings, qkv: &[f32], pos: usize, kernel: AttentionKernel) -> f64 {
     let what = format!("dim {}, {} heads, ring {}, pos {pos}, {kernel:?} ({:?})", spec.dim, spec.heads, spec.context, kernel.dispatch(spec.dim / spec.heads, spec.context));
-    let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, _pad: [0; 2] }));
+    let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, ..Default::default() }));
     let rings = [
         ctx.storage_f32("k_ring", &start.k).unwrap(),
         ctx.storage_f32("v_ring", &start.v).unwrap(),
@@ -290,7 +290,7 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
                 let mut qkv = rng.vec(3 * d);
                 qkv[..d].iter_mut().for_each(|v| *v *= 6.0);
                 ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&qkv));
-                ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, _pad: [0; 2] }));
+                ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, ..Default::default() }));
                 let mut enc = ctx.device.create_command_encoder(&Default::default());
                 {
                     let mut pass = enc.begin_compute_pass(&Default::default());

@@ -2,7 +2,7 @@
 //! memory wgpu's allocator reports returns to its baseline after every cycle; with a new
 //! instance, adapter and device per cycle (what a reload does), the Rust heap returns to the
 //! level of the first cycle's end every time, and the process's resident memory stops
-//! growing.
+//! growing (by a median of less than a device's worth per cycle).
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -70,8 +70,11 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
             if c == 0 {
                 heap_cycle0 = h;
             } else {
-                // wgpu's trackers keep vectors at their high-water mark: a few pages at most
-                assert!(h <= heap_cycle0 + (64 << 10), "cycle {c}: the heap grew from {heap_cycle0} B to {h} B");
+                // wgpu's trackers keep vectors at their high-water mark: a few pages at most.
+                // One of them may double once after the first cycle (lavapipe, the fused Mimi
+                // plans: +81 KiB once, at cycle 3 or 6 from run to run, then flat over 26 more
+                // cycles); a leak grows every cycle.
+                assert!(h <= heap_cycle0 + (128 << 10), "cycle {c}: the heap grew from {heap_cycle0} B to {h} B");
             }
         }
         assert!(base.is_some() || ctx.info.backend != "Vulkan", "wgpu's Vulkan backend reports its allocator");
@@ -80,6 +83,7 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
         // A new device per cycle: the heap and the resident memory.
         let mut heap_first = 0;
         let mut rss_first = 0;
+        let mut rss_by_cycle = Vec::with_capacity(CYCLES);
         for c in 0..CYCLES {
             let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
             let texts = cycle(&m, &ctx).await;
@@ -92,8 +96,20 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
                 rss_first = r;
             } else {
                 assert!(h <= heap_first, "cycle {c}: the heap grew from {heap_first} B to {h} B");
-                assert!(r <= rss_first + (16 << 20), "cycle {c}: resident memory grew from {rss_first} B to {r} B");
+                assert!(r <= rss_first + (128 << 20), "cycle {c}: resident memory grew from {rss_first} B to {r} B");
             }
+            rss_by_cycle.push(r);
         }
+        // Resident memory is not all ours: lavapipe's LLVM keeps part of what compiling the
+        // i8 Q8_0 kernel's pipeline took on each new device (+27 MiB at two cycles, then
+        // about 1.5 MiB a device; flat within 2 MiB with
+        // INFERENCELAYER_Q8_DOT=f32). A device of our own left alive (its plans, weights and
+        // KV rings: over 4 MiB for the small model) would add more than 2 MiB every cycle.
+        // The median growth per cycle tells the two apart: the compiler's steps come at a
+        // cycle or two, from run to run at different ones; a leak comes every cycle.
+        let mut steps: Vec<u64> = rss_by_cycle.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+        steps.sort_unstable();
+        let median = steps[steps.len() / 2];
+        assert!(median <= 2 << 20, "resident memory grew by a median {median} B per new device: {rss_by_cycle:?}");
     });
 }

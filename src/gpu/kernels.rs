@@ -39,15 +39,13 @@ macro_rules! kernel {
     };
 }
 
-kernel!(CONV_PREP, "conv_prep", [R, RW, U, U]);
-kernel!(CONV1D, "conv1d", [R, R, R, R, RW, U]);
-kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, R, RW, U]);
-kernel!(CONV_CARRY, "conv_carry", [RW, U]);
-kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, R, RW, RW, U]);
+kernel!(CONV1D, "conv1d", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
 kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
-kernel!(MATVEC, "matvec", [R, R, R, RW, U]);
+kernel!(MATVEC, "matvec", [R, R, R, RW, U, R, R]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
@@ -56,7 +54,9 @@ kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split", [R, RW, RW, RW, RW, RW, U,
 kernel!(ATTENTION_COMBINE, "attention_combine", [R, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
+kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
+kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
 kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW, RW, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
@@ -67,34 +67,24 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV_PREP, CONV1D, CONV1D_REDUCE, CONV_CARRY, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC,
-    ROPE_KV, ATTENTION, ROPE_ATTENTION, ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_DECODE, Q8_MATVEC, Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
+    CONV1D, CONV1D_REDUCE, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
+    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
 pub(crate) const WG: u32 = 64;
 
 /// The per-frame uniform shared by the stateful kernels (`struct Frame` in the shaders):
-/// the stream position of the frame's first transformer step and whether it is the first
-/// frame of the stream.
+/// the stream position of the frame's first transformer step, whether it is the first
+/// frame of the stream, and the frame's index in the stream (its parity picks which half
+/// of a conv's two-half state is read and which written).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct FrameParams {
     pub pos: u32,
     pub first: u32,
-    pub _pad: [u32; 2],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub(crate) struct ConvPrepParams {
-    pub c: u32,
-    pub t: u32,
-    pub ta: u32,
-    pub tp: u32,
-    pub time_major: u32,
-    pub elu: u32,
-    pub replicate: u32,
+    pub index: u32,
     pub _pad: u32,
 }
 
@@ -108,19 +98,15 @@ pub(crate) struct Conv1dParams {
     pub dilation: u32,
     pub groups: u32,
     pub t_out: u32,
-    pub ta: u32,
+    pub t: u32,
+    pub tp: u32,
     pub has_bias: u32,
     pub residual: u32,
-    pub _pad: [u32; 2],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub(crate) struct ConvCarryParams {
-    pub c: u32,
-    pub t: u32,
-    pub ta: u32,
-    pub tp: u32,
+    pub time_major: u32,
+    pub elu: u32,
+    pub replicate: u32,
+    pub time_major_out: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -136,7 +122,8 @@ pub(crate) struct ConvTransposeParams {
     pub tp: u32,
     pub has_bias: u32,
     pub elu: u32,
-    pub _pad: [u32; 2],
+    pub time_major_out: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -167,6 +154,10 @@ pub(crate) struct MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub accumulate: u32,
+    /// 1: the input row is LayerNormed on load (gain, bias bound beside it)
+    pub norm: u32,
+    pub eps: f32,
+    pub _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -203,7 +194,7 @@ pub(crate) struct RopeAttentionParams {
     pub scale: f32,
     pub freq_coef: f32,
     pub rope: u32,
-    pub _pad: u32,
+    pub t: u32,
 }
 
 /// The parameters of `rope_attention_split` and `attention_combine`: those of
@@ -240,7 +231,21 @@ pub(crate) struct VqEncodeParams {
     pub dim: u32,
     pub slot: u32,
     pub subtract: u32,
-    pub _pad: [u32; 3],
+    pub dist_offset: u32,
+    pub res_offset: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct VqDecodeProjParams {
+    pub n: u32,
+    pub dim: u32,
+    pub levels: u32,
+    pub bins: u32,
+    pub offset: u32,
+    pub accumulate: u32,
+    pub _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -311,19 +316,18 @@ pub(crate) struct SampleParams {
 // Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
 const _: () = {
     assert!(std::mem::size_of::<FrameParams>() == 16);
-    assert!(std::mem::size_of::<ConvPrepParams>() == 32);
-    assert!(std::mem::size_of::<Conv1dParams>() == 48);
-    assert!(std::mem::size_of::<ConvCarryParams>() == 16);
+    assert!(std::mem::size_of::<Conv1dParams>() == 64);
     assert!(std::mem::size_of::<ConvTransposeParams>() == 48);
     assert!(std::mem::size_of::<Count4>() == 16);
     assert!(std::mem::size_of::<LayerNormParams>() == 16);
-    assert!(std::mem::size_of::<MatvecParams>() == 32);
+    assert!(std::mem::size_of::<MatvecParams>() == 48);
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
     assert!(std::mem::size_of::<SplitAttentionParams>() == 48);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
+    assert!(std::mem::size_of::<VqDecodeProjParams>() == 32);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 64);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
     assert!(std::mem::size_of::<SampleParams>() == 32);

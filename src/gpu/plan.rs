@@ -594,11 +594,13 @@ fn threads(n: usize) -> [u32; 2] {
 
 impl<'a> PlanBuilder<'a> {
     /// A builder whose stateful layers read `frame` (a [`FrameParams`] uniform the caller
-    /// writes before each replay), its Q8_0 linears on [`Q8Kernel::from_env`], their dot
-    /// products as [`Q8Dot::from_env`] says (the f32 kernel where the WGSL of the device
-    /// lacks `dot4I8Packed`: [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention
-    /// steps on [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad
-    /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
+    /// writes before each replay; its `index` must advance by one a replay, since the convs
+    /// read one half of their state and write the other), its Q8_0 linears on
+    /// [`Q8Kernel::from_env`], their dot products as [`Q8Dot::from_env`] says (the f32
+    /// kernel where the WGSL of the device lacks `dot4I8Packed`:
+    /// [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention steps on
+    /// [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`,
+    /// `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -689,15 +691,20 @@ impl<'a> PlanBuilder<'a> {
         self.steps.push(Step { pipeline, bind_group, grid, label });
     }
 
-    /// One streaming causal conv over one frame: stage the input behind the carried prefix
-    /// (ELU on load when `elu`; `x` is `[in_c, t]`, or `[t, in_c]` when `time_major`), convolve
-    /// (adding `residual` `[out_c, t / stride]` when given), carry the prefix. Returns
-    /// `[out_c, t / stride]`. Mirrors StreamingConv1d.forward in streaming mode.
+    /// One streaming causal conv over one frame, one dispatch: the input staged behind the
+    /// carried prefix as the kernel reads it (ELU on load when `elu`; `x` is `[in_c, t]`, or
+    /// `[t, in_c]` when `time_major`), convolved (adding `residual` `[out_c, t / stride]`
+    /// when given), the next frame's prefix written into the other half of a two-half state
+    /// (the frame uniform's `index` picks the halves). Returns `[out_c, t / stride]`, or
+    /// `[t / stride, out_c]` when `time_major_out` (`residual` then lies the same way).
+    /// Mirrors StreamingConv1d.forward in streaming mode.
+    #[allow(clippy::too_many_arguments)]
     pub fn conv1d(
         &mut self,
         spec: &ConvSpec<'_>,
         x: &Tensor,
         time_major: bool,
+        time_major_out: bool,
         elu: bool,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
@@ -715,27 +722,8 @@ impl<'a> PlanBuilder<'a> {
         }
         let tp = k_eff - spec.stride;
         let t_out = t / spec.stride;
-        let ta = tp + t;
-        let y = self.tensor(spec.name, &[spec.out_c, t_out])?;
-        let xa = if tp > 0 || elu || time_major {
-            let xa = self.state(&format!("{}.previous", spec.name), spec.in_c * ta)?;
-            let p = ConvPrepParams {
-                c: c as u32,
-                t: t as u32,
-                ta: ta as u32,
-                tp: tp as u32,
-                time_major: time_major as u32,
-                elu: elu as u32,
-                replicate: spec.replicate as u32,
-                _pad: 0,
-            };
-            let pb = self.params(spec.name, &p);
-            let frame = self.frame.clone();
-            self.step(&CONV_PREP, format!("{} prep", spec.name), &[&x.buf, &xa, &pb, &frame], threads(c * t));
-            xa
-        } else {
-            x.buf.clone()
-        };
+        let y = self.tensor(spec.name, &if time_major_out { [t_out, spec.out_c] } else { [spec.out_c, t_out] })?;
+        let prev = if tp > 0 { self.state(&format!("{}.previous", spec.name), 2 * spec.in_c * tp)? } else { self.dummy_out.clone() };
         let p = Conv1dParams {
             in_c: spec.in_c as u32,
             out_c: spec.out_c as u32,
@@ -744,10 +732,15 @@ impl<'a> PlanBuilder<'a> {
             dilation: spec.dilation as u32,
             groups: spec.groups as u32,
             t_out: t_out as u32,
-            ta: ta as u32,
+            t: t as u32,
+            tp: tp as u32,
             has_bias: spec.b.is_some() as u32,
             residual: residual.is_some() as u32,
-            _pad: [0; 2],
+            time_major: time_major as u32,
+            elu: elu as u32,
+            replicate: spec.replicate as u32,
+            time_major_out: time_major_out as u32,
+            _pad: 0,
         };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
@@ -757,27 +750,26 @@ impl<'a> PlanBuilder<'a> {
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
+        let frame = self.frame.clone();
         // Deep, short layers (few outputs, long reductions) get a workgroup per output;
         // wide, long ones a thread per output.
         let outputs = spec.out_c * t_out;
         let reduction = (spec.in_c / spec.groups) * spec.k;
+        let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
         if outputs <= 16384 && reduction >= 128 {
-            self.step(&CONV1D_REDUCE, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], grid_for(outputs));
+            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
         } else {
-            self.step(&CONV1D, spec.name.to_string(), &[spec.w, &b, &xa, &res, &y.buf, &pb], threads(outputs));
-        }
-        if tp > 0 {
-            let p = ConvCarryParams { c: c as u32, t: t as u32, ta: ta as u32, tp: tp as u32 };
-            let pb = self.params(spec.name, &p);
-            self.step(&CONV_CARRY, format!("{} carry", spec.name), &[&xa, &pb], threads(c));
+            self.step(&CONV1D, spec.name.to_string(), &bufs, threads(outputs));
         }
         Ok(y)
     }
 
-    /// One streaming causal transposed conv over one frame (ELU on load when `elu`):
-    /// `x` `[in_c, t]` -> `[out_c, t * stride]`, the overlap tail carried to the next frame
-    /// with its bias removed. Mirrors StreamingConvTranspose1d.forward in streaming mode.
-    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool) -> Result<Tensor> {
+    /// One streaming causal transposed conv over one frame (ELU on load when `elu`), one
+    /// dispatch: `x` `[in_c, t]` -> `[out_c, t * stride]`, the overlap tail carried to the
+    /// next frame with its bias removed, in the other half of a two-half state (the frame
+    /// uniform's `index` picks the halves); `[t * stride, out_c]` when `time_major_out`.
+    /// Mirrors StreamingConvTranspose1d.forward in streaming mode.
+    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
         let (c, t_in) = (x.shape[0], x.shape[1]);
         if c != spec.in_c || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 || spec.k < spec.stride {
             return Err(Error::config(spec.name, format!("transposed conv cannot take input {:?}", x.shape)));
@@ -787,9 +779,8 @@ impl<'a> PlanBuilder<'a> {
         if ts < tp {
             return Err(Error::config(spec.name, "a frame must be at least as long as the overlap (kernel - stride)"));
         }
-        let y = self.tensor(spec.name, &[spec.out_c, ts])?;
-        let partial = self.state(&format!("{}.partial", spec.name), spec.out_c * tp)?;
-        let tail = self.ctx.zeros(&format!("{}.tail", spec.name), spec.out_c * tp)?;
+        let y = self.tensor(spec.name, &if time_major_out { [ts, spec.out_c] } else { [spec.out_c, ts] })?;
+        let partial = if tp > 0 { self.state(&format!("{}.partial", spec.name), 2 * spec.out_c * tp)? } else { self.dummy_out.clone() };
         let p = ConvTransposeParams {
             in_c: spec.in_c as u32,
             out_c: spec.out_c as u32,
@@ -801,19 +792,18 @@ impl<'a> PlanBuilder<'a> {
             tp: tp as u32,
             has_bias: spec.b.is_some() as u32,
             elu: elu as u32,
-            _pad: [0; 2],
+            time_major_out: time_major_out as u32,
+            _pad: 0,
         };
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
+        let frame = self.frame.clone();
         self.step(
             &CONV_TRANSPOSE1D,
             spec.name.to_string(),
-            &[spec.w, &b, &x.buf, &partial, &y.buf, &tail, &pb],
+            &[spec.w, &b, &x.buf, &partial, &y.buf, &pb, &frame],
             grid_for(spec.out_c * (ts + tp).div_ceil(CONV_TR_TILE)),
         );
-        if tp > 0 {
-            self.copy(&format!("{} carry", spec.name), &tail, &partial, spec.out_c * tp);
-        }
         Ok(y)
     }
 
@@ -854,6 +844,44 @@ impl<'a> PlanBuilder<'a> {
         y_offset: usize,
         out: LinearOut<'_>,
     ) {
+        self.matvec(label, w, (n, k), t, (x, x_offset), None, (y, y_offset), out);
+    }
+
+    /// [`Self::linear`] of the LayerNorm of each row of `x` `[t, k]` (gain `ln_w`, bias
+    /// `ln_b` `[k]`, `eps`; torch.nn.LayerNorm), one dispatch: each workgroup normalizes its
+    /// row as it reads it, with [`Self::layer_norm`]'s summation order, so the result is
+    /// that of a `layer_norm` then a `linear`. Writes `y` `[t, n]` as `out` says.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear_layer_norm(
+        &mut self,
+        label: &str,
+        w: &wgpu::Buffer,
+        (n, k): (usize, usize),
+        x: &Tensor,
+        (ln_w, ln_b, eps): (&wgpu::Buffer, &wgpu::Buffer, f32),
+        y: &Tensor,
+        out: LinearOut<'_>,
+    ) -> Result<()> {
+        let t = x.shape[0];
+        if x.shape.len() != 2 || x.shape[1] != k || y.len() != t * n {
+            return Err(Error::config(label, format!("a LayerNorm-fused linear [{n}, {k}] cannot take {:?} into {:?}", x.shape, y.shape)));
+        }
+        self.matvec(label, w, (n, k), t, (&x.buf, 0), Some((ln_w, ln_b, eps)), (&y.buf, 0), out);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matvec(
+        &mut self,
+        label: &str,
+        w: &wgpu::Buffer,
+        (n, k): (usize, usize),
+        t: usize,
+        (x, x_offset): (&wgpu::Buffer, usize),
+        norm: Option<(&wgpu::Buffer, &wgpu::Buffer, f32)>,
+        (y, y_offset): (&wgpu::Buffer, usize),
+        out: LinearOut<'_>,
+    ) {
         let mut p = MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -877,13 +905,23 @@ impl<'a> PlanBuilder<'a> {
                 s.clone()
             }
         };
+        let (ln_w, ln_b) = match norm {
+            Some((ln_w, ln_b, eps)) => {
+                p.norm = 1;
+                p.eps = eps;
+                (ln_w.clone(), ln_b.clone())
+            }
+            None => (self.dummy.clone(), self.dummy.clone()),
+        };
         let pb = self.params(label, &p);
-        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb], grid_for(n * t));
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n * t));
     }
 
     /// Rotate the queries and keys of `qkv` `[t, 3 dim]` (positions `frame.pos + row`), push
-    /// keys and values into the rings, then attend: returns `[t, dim]`. The rings (and the
-    /// position ring) are this layer's streaming state, `spec.context` slots each.
+    /// keys and values into the rings, then attend: returns `[t, dim]`. One dispatch while
+    /// `t * head_dim <= 1024` and `t <= context` (`shaders/rope_attention.wgsl`: Mimi's two
+    /// steps a frame, the LM's one), else two. The rings (and the position ring) are this
+    /// layer's streaming state, `spec.context` slots each.
     pub fn rope_attention(&mut self, label: &str, spec: &TransformerSpec, qkv: &Tensor) -> Result<Tensor> {
         let frame = self.frame.clone();
         let state = self.attention_state(label, spec)?;
@@ -923,19 +961,20 @@ impl<'a> PlanBuilder<'a> {
         let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
+        let rope_params = |t: usize| RopeAttentionParams {
+            dim: dim as u32,
+            heads: heads as u32,
+            ring: ring as u32,
+            context: spec.context as u32,
+            scale: (1.0 / (hd as f64).sqrt()) as f32,
+            freq_coef,
+            rope: spec.rope as u32,
+            t: t as u32,
+        };
         if t == 1 {
             // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
-            let p = RopeAttentionParams {
-                dim: dim as u32,
-                heads: heads as u32,
-                ring: ring as u32,
-                context: spec.context as u32,
-                scale: (1.0 / (hd as f64).sqrt()) as f32,
-                freq_coef,
-                rope: spec.rope as u32,
-                _pad: 0,
-            };
+            let p = rope_params(1);
             match self.attention.dispatch(hd, ring.min(spec.context)) {
                 AttentionDispatch::Fused => {
                     let scores = self.ctx.zeros(&format!("{label}.scores"), heads * ring)?;
@@ -988,6 +1027,19 @@ impl<'a> PlanBuilder<'a> {
             }
             return Ok(out);
         }
+        if t * (hd / 4) <= 256 && t <= ring {
+            // a few new positions: rotation, KV push and attention in one dispatch
+            let scores = self.ctx.zeros(&format!("{label}.scores"), t * heads * ring)?;
+            let out = self.tensor(&format!("{label}.attn"), &[t, dim])?;
+            let pb = self.params(label, &rope_params(t));
+            self.step(
+                &ROPE_ATTENTION,
+                format!("{label} rope+kv+attention"),
+                &[&qkv.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
+                [heads as u32, t as u32],
+            );
+            return Ok(out);
+        }
         let q = self.tensor(&format!("{label}.q"), &[t, dim])?;
         let p = RopeKvParams {
             dim: dim as u32,
@@ -1026,35 +1078,80 @@ impl<'a> PlanBuilder<'a> {
         Ok(out)
     }
 
-    /// One residual-VQ level: the nearest entry of level `level` of `codebook`
-    /// `[levels, bins, dim]` to `residual` `[dim]` goes to `codes[slot]`; with `subtract`
-    /// the entry is removed from the residual. Two dispatches: every distance in parallel,
-    /// then the argmin.
+    /// A residual VQ encode of `levels` levels of `codebook` `[levels, bins, dim]`:
+    /// `residuals` `[levels, dim]` holds the input in row 0 (rows 1.. receive each next
+    /// level's residual); the nearest entry of each level goes to `codes[slot + l]`
+    /// (moshi.quantization ResidualVectorQuantization.encode). `levels + 1` dispatches: the
+    /// distances of level 0, then per further level one dispatch that takes the previous
+    /// level's argmin, subtracts its entry and computes the new distances
+    /// (`shaders/vq_search.wgsl`), then the last argmin. Dimensions up to 1024.
     #[allow(clippy::too_many_arguments)]
-    pub fn vq_encode(
+    pub fn rvq_encode(
         &mut self,
         label: &str,
         codebook: &wgpu::Buffer,
-        (level, bins, dim): (usize, usize, usize),
-        residual: &wgpu::Buffer,
+        (levels, bins, dim): (usize, usize, usize),
+        residuals: &wgpu::Buffer,
         codes: &wgpu::Buffer,
         slot: usize,
-        subtract: bool,
     ) -> Result<()> {
-        let dist = self.ctx.zeros(&format!("{label}.dist"), bins)?;
-        let pb = self.params(label, &Count4 { a: level as u32, b: bins as u32, c: dim as u32, d: 0 });
-        self.step(&VQ_DISTANCE, format!("{label} distance"), &[codebook, residual, &dist, &pb], grid_for(bins.div_ceil(8)));
+        if levels == 0 || dim > 1024 {
+            return Err(Error::config(label, format!("a residual VQ encode takes 1 level or more of dimension at most 1024, got {levels} of {dim}")));
+        }
+        let dist = self.ctx.zeros(&format!("{label}.dist"), 2 * bins)?;
+        let pb = self.params(label, &Count4 { a: 0, b: bins as u32, c: dim as u32, d: 0 });
+        self.step(&VQ_DISTANCE, format!("{label}.layers.0 distance"), &[codebook, residuals, &dist, &pb], grid_for(bins.div_ceil(8)));
+        for l in 1..levels {
+            let pb = self.params(label, &Count4 { a: l as u32, b: bins as u32, c: dim as u32, d: (slot + l - 1) as u32 });
+            self.step(
+                &VQ_SEARCH,
+                format!("{label}.layers.{} argmin+{l} distance", l - 1),
+                &[codebook, &dist, residuals, codes, &pb],
+                grid_for(bins.div_ceil(8)),
+            );
+        }
+        let last = levels - 1;
         let p = VqEncodeParams {
-            level: level as u32,
+            level: last as u32,
             bins: bins as u32,
             dim: dim as u32,
-            slot: slot as u32,
-            subtract: subtract as u32,
-            _pad: [0; 3],
+            slot: (slot + last) as u32,
+            subtract: 0,
+            dist_offset: ((last % 2) * bins) as u32,
+            res_offset: (last * dim) as u32,
+            _pad: 0,
         };
         let pb = self.params(label, &p);
-        self.step(&VQ_ARGMIN, format!("{label} argmin"), &[codebook, &dist, residual, codes, &pb], [1, 1]);
+        self.step(&VQ_ARGMIN, format!("{label}.layers.{last} argmin"), &[codebook, &dist, residuals, codes, &pb], [1, 1]);
         Ok(())
+    }
+
+    /// One RVQ's decode and output projection, one dispatch: `out[i] (+)= sum_c
+    /// w[i, c] sum_l codebook[l, codes[offset + l], c]` over `levels` levels of `codebook`
+    /// `[levels, bins, dim]`, `w` `[n, dim]`; adds to `out` `[n]` when `accumulate`. The
+    /// result of [`Self::vq_decode`] then [`Self::linear`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn rvq_decode_proj(
+        &mut self,
+        label: &str,
+        codebook: &wgpu::Buffer,
+        (levels, bins, dim): (usize, usize, usize),
+        codes: (&wgpu::Buffer, usize),
+        (w, n): (&wgpu::Buffer, usize),
+        out: &wgpu::Buffer,
+        accumulate: bool,
+    ) {
+        let p = VqDecodeProjParams {
+            n: n as u32,
+            dim: dim as u32,
+            levels: levels as u32,
+            bins: bins as u32,
+            offset: codes.1 as u32,
+            accumulate: accumulate as u32,
+            _pad: [0; 2],
+        };
+        let pb = self.params(label, &p);
+        self.step(&VQ_DECODE_PROJ, label.to_string(), &[w, codebook, codes.0, out, &pb], grid_for(n));
     }
 
     /// `out[c] = sum_l codebook[l, codes[offset + l], c]` over `levels` levels.

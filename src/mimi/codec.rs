@@ -34,29 +34,38 @@ struct Direction {
     readback: Readback,
     pos: u32,
     first: bool,
+    /// frames since the stream started
+    index: u32,
 }
 
 impl Direction {
     fn new(ctx: &GpuContext, b: PlanBuilder<'_>, frame: wgpu::Buffer, readback_bytes: u64) -> Self {
         let (plan, state, taps) = b.finish();
-        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true }
+        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true, index: 0 }
     }
 
     /// Write the frame uniform, replay the plan ([`submit_plans`]), copy `out` into the
     /// readback.
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
-        let fp = FrameParams { pos: self.pos, first: self.first as u32, _pad: [0; 2] };
-        ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
+        self.prepare(ctx, steps);
         let readback = &self.readback;
         submit_plans(ctx, &[&self.plan], |enc| readback.copy(enc, out));
+    }
+
+    /// Write the frame uniform of the next replay and advance the stream by one frame.
+    fn prepare(&mut self, ctx: &GpuContext, steps: u32) {
+        let fp = FrameParams { pos: self.pos, first: self.first as u32, index: self.index, _pad: 0 };
+        ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
         self.pos += steps;
         self.first = false;
+        self.index = self.index.wrapping_add(1);
     }
 
     fn reset(&mut self, ctx: &GpuContext) {
         self.state.reset(ctx);
         self.pos = 0;
         self.first = true;
+        self.index = 0;
     }
 }
 
@@ -87,13 +96,12 @@ impl Mimi {
         let enc_frame = ctx.uniform("encode frame", &frame_bytes);
         let mut b = PlanBuilder::new(&ctx, &enc_frame)?;
         let pcm = Tensor { buf: pcm_in.clone(), shape: vec![1, fs] };
-        let y = weights.encoder.plan(&mut b, &pcm)?;
-        b.tap("encoder", &y);
-        let mut xt = b.transpose("encoder_transformer.in", &y)?;
+        let mut xt = weights.encoder.plan(&mut b, &pcm)?;
+        b.tap("encoder", &xt);
         weights.encoder_transformer.plan(&mut b, &xt)?;
         b.tap("encoder_transformer", &xt);
         xt.shape = vec![xt.shape[0], d];
-        let latent = weights.downsample.plan(&mut b, &xt, true, false, None)?;
+        let latent = weights.downsample.plan(&mut b, &xt, true, false, false, None)?;
         if latent.len() != d {
             return Err(Error::config("frame_rate", format!("one frame must give one latent, got {:?}", latent.shape)));
         }
@@ -109,8 +117,7 @@ impl Mimi {
         let mut latent = weights.quantizer.plan_decode(&mut b, codes_src, codes_offset)?;
         latent.shape = vec![d, 1];
         b.tap("decoded_latent", &latent);
-        let up = weights.upsample.plan(&mut b, &latent, false)?;
-        let xt = b.transpose("decoder_transformer.in", &up)?;
+        let xt = weights.upsample.plan(&mut b, &latent, false, true)?;
         weights.decoder_transformer.plan(&mut b, &xt)?;
         b.tap("decoder_transformer", &xt);
         let pcm_out = weights.decoder.plan(&mut b, &xt)?;
@@ -207,10 +214,7 @@ impl Mimi {
 
     /// Write the decode frame uniform and advance the decode stream by one frame.
     pub fn prepare_decode(&mut self) {
-        let fp = FrameParams { pos: self.dec.pos, first: self.dec.first as u32, _pad: [0; 2] };
-        self.ctx.queue.write_buffer(&self.dec.frame, 0, bytemuck::bytes_of(&fp));
-        self.dec.pos += self.steps_per_frame;
-        self.dec.first = false;
+        self.dec.prepare(&self.ctx, self.steps_per_frame);
     }
 
     /// The `frame_size` samples of the last combined submit.
@@ -225,8 +229,9 @@ impl Mimi {
         self.dec.reset(&self.ctx);
     }
 
-    /// Read a named activation of the last frame (`encoder`, `encoder_transformer`, `latent`,
-    /// `decoded_latent`, `decoder_transformer`), for parity probes.
+    /// Read a named activation of the last frame (`encoder` and `encoder_transformer`
+    /// `[2, 512]` time-major, `latent`, `decoded_latent`, `decoder_transformer` `[2, 512]`),
+    /// for parity probes.
     pub async fn read_tap(&self, name: &str) -> Result<Vec<f32>> {
         let t = self.enc.taps.get(name).or_else(|| self.dec.taps.get(name)).ok_or_else(|| {
             Error::Input(format!("no tap named `{name}`"))

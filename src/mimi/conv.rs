@@ -107,8 +107,18 @@ impl Conv1d {
     }
 
     /// GPU: upload the weights and append this conv to the plan (see
-    /// [`PlanBuilder::conv1d`]).
-    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, time_major: bool, elu: bool, residual: Option<&Tensor>) -> Result<Tensor> {
+    /// [`PlanBuilder::conv1d`]; `time_major` is the input's layout, `time_major_out` the
+    /// output's).
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan(
+        &self,
+        b: &mut PlanBuilder<'_>,
+        x: &Tensor,
+        time_major: bool,
+        time_major_out: bool,
+        elu: bool,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
         let spec = ConvSpec {
             name: &self.name,
@@ -122,7 +132,7 @@ impl Conv1d {
             groups: self.groups,
             replicate: self.replicate,
         };
-        b.conv1d(&spec, x, time_major, elu, residual)
+        b.conv1d(&spec, x, time_major, time_major_out, elu, residual)
     }
 }
 
@@ -209,8 +219,9 @@ impl ConvTr1d {
         y
     }
 
-    /// GPU: upload the weights and append this transposed conv to the plan.
-    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool) -> Result<Tensor> {
+    /// GPU: upload the weights and append this transposed conv to the plan (`[t * stride,
+    /// out_c]` when `time_major_out`, see [`PlanBuilder::conv_transpose1d`]).
+    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
         let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
         let spec = ConvTrSpec {
             name: &self.name,
@@ -222,7 +233,7 @@ impl ConvTr1d {
             stride: self.stride,
             groups: self.groups,
         };
-        b.conv_transpose1d(&spec, x, elu)
+        b.conv_transpose1d(&spec, x, elu, time_major_out)
     }
 }
 

@@ -143,13 +143,10 @@ impl SplitRvq {
             }
             let w = ctx.storage_f32(&format!("{}.input_proj", rvq.name), &rvq.input_proj)?;
             let cb = ctx.storage_f32(&format!("{}.codebooks", rvq.name), &rvq.codebooks)?;
-            let r = b.tensor(&format!("{}.residual", rvq.name), &[self.dim])?;
+            let r = b.tensor(&format!("{}.residuals", rvq.name), &[rvq.levels, self.dim])?;
             b.linear(&format!("{}.input_proj", rvq.name), &w, (self.dim, self.input_dim), 1, &latent.buf, 0, &r.buf, 0, LinearOut::Store);
-            for l in 0..rvq.levels {
-                let subtract = l + 1 < rvq.levels;
-                b.vq_encode(&format!("{}.layers.{l}", rvq.name), &cb, (l, self.bins, self.dim), &r.buf, codes, slot, subtract)?;
-                slot += 1;
-            }
+            b.rvq_encode(&rvq.name, &cb, (rvq.levels, self.bins, self.dim), &r.buf, codes, slot)?;
+            slot += rvq.levels;
         }
         Ok(())
     }
@@ -167,10 +164,8 @@ impl SplitRvq {
             }
             let w = ctx.storage_f32(&format!("{}.output_proj", rvq.name), &rvq.output_proj)?;
             let cb = ctx.storage_f32(&format!("{}.codebooks", rvq.name), &rvq.codebooks)?;
-            let acc = b.tensor(&format!("{}.quantized", rvq.name), &[self.dim])?;
-            b.vq_decode(&format!("{}.decode", rvq.name), &cb, (rvq.levels, self.bins, self.dim), codes, offset, &acc.buf);
-            let mode = if first { LinearOut::Store } else { LinearOut::Accumulate };
-            b.linear(&format!("{}.output_proj", rvq.name), &w, (self.input_dim, self.dim), 1, &acc.buf, 0, &out.buf, 0, mode);
+            let label = format!("{}.decode+output_proj", rvq.name);
+            b.rvq_decode_proj(&label, &cb, (rvq.levels, self.bins, self.dim), (codes, offset), (&w, self.input_dim), &out.buf, !first);
             offset += rvq.levels;
             first = false;
         }

@@ -1,8 +1,11 @@
 //! SEANet encoder and decoder (moshi.modules.seanet), causal and streaming.
 //!
-//! Encoder, per 80 ms frame: `[1, 1920]` samples -> `[dimension, 2]` (25 Hz steps).
-//! Decoder: `[dimension, 2]` -> `[1, 1920]`. Residual blocks use true skips; every conv but
-//! the first of each model is preceded by an ELU, applied here on load by the next layer.
+//! Encoder, per 80 ms frame: `[1, 1920]` samples -> `[dimension, 2]` (25 Hz steps; the GPU
+//! plan writes it time-major, `[2, dimension]`, for the transformer). Decoder:
+//! `[dimension, 2]` (time-major `[2, dimension]` on the GPU) -> `[1, 1920]`. Residual blocks
+//! use true skips; every conv but the first of each model is preceded by an ELU, applied here
+//! on load by the next layer. On the GPU each conv is one dispatch (its input staged and its
+//! prefix carried inside it) and each residual add part of the conv that ends the block.
 
 use super::config::SeanetConfig;
 use super::conv::{Conv1d, Conv1dState, ConvTr1d, ConvTr1dState};
@@ -37,8 +40,8 @@ impl ResBlock {
         y
     }
     fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
-        let h = self.conv1.plan(b, x, false, true, None)?;
-        self.conv2.plan(b, &h, false, true, Some(x))
+        let h = self.conv1.plan(b, x, false, false, true, None)?;
+        self.conv2.plan(b, &h, false, false, true, Some(x))
     }
 }
 
@@ -105,16 +108,17 @@ impl SeanetEncoder {
         self.last.step(&mut st.convs[ci], &y, true)
     }
 
-    /// GPU plan: `pcm` `[1, t]` -> `[dimension, t / hop]`.
+    /// GPU plan: `pcm` `[1, t]` -> `[t / hop, dimension]`, time-major (the transformer's
+    /// layout: the last conv writes it so).
     pub fn plan(&self, b: &mut PlanBuilder<'_>, pcm: &Tensor) -> Result<Tensor> {
-        let mut y = self.init.plan(b, pcm, false, false, None)?;
+        let mut y = self.init.plan(b, pcm, false, false, false, None)?;
         for (rb, down) in &self.blocks {
             for r in rb {
                 y = r.plan(b, &y)?;
             }
-            y = down.plan(b, &y, false, true, None)?;
+            y = down.plan(b, &y, false, false, true, None)?;
         }
-        self.last.plan(b, &y, false, true, None)
+        self.last.plan(b, &y, false, true, true, None)
     }
 }
 
@@ -174,13 +178,13 @@ impl SeanetDecoder {
 
     /// GPU plan: `x` `[t, dimension]` time-major (the transformer's layout) -> `[1, t * hop]`.
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
-        let mut y = self.init.plan(b, x, true, false, None)?;
+        let mut y = self.init.plan(b, x, true, false, false, None)?;
         for (up, rb) in &self.blocks {
-            y = up.plan(b, &y, true)?;
+            y = up.plan(b, &y, true, false)?;
             for r in rb {
                 y = r.plan(b, &y)?;
             }
         }
-        self.last.plan(b, &y, false, true, None)
+        self.last.plan(b, &y, false, false, true, None)
     }
 }

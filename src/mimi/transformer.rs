@@ -183,7 +183,6 @@ impl Transformer {
         let f = self.dim_feedforward;
         let ctx = b.ctx();
         let spec = TransformerSpec { dim: d, heads: self.num_heads, context: self.context, max_period: self.max_period, rope: true };
-        let h = b.tensor(&format!("{}.h", self.name), &[t, d])?;
         let qkv = b.tensor(&format!("{}.qkv", self.name), &[t, 3 * d])?;
         let ff = b.tensor(&format!("{}.ff", self.name), &[t, f])?;
         for (li, l) in self.layers.iter().enumerate() {
@@ -197,12 +196,10 @@ impl Transformer {
             let w2 = up("linear2", &l.linear2)?;
             let ls1 = up("layer_scale_1", &l.layer_scale_1)?;
             let ls2 = up("layer_scale_2", &l.layer_scale_2)?;
-            b.layer_norm(&format!("{p}.norm1"), x, &n1w, &n1b, LN_EPS, &h);
-            b.linear(&format!("{p}.in_proj"), &w_in, (3 * d, d), t, &h.buf, 0, &qkv.buf, 0, LinearOut::Store);
+            b.linear_layer_norm(&format!("{p}.norm1+in_proj"), &w_in, (3 * d, d), x, (&n1w, &n1b, LN_EPS), &qkv, LinearOut::Store)?;
             let attn = b.rope_attention(&format!("{p}.self_attn"), &spec, &qkv)?;
             b.linear(&format!("{p}.out_proj"), &w_out, (d, d), t, &attn.buf, 0, &x.buf, 0, LinearOut::Residual(&ls1));
-            b.layer_norm(&format!("{p}.norm2"), x, &n2w, &n2b, LN_EPS, &h);
-            b.linear(&format!("{p}.linear1"), &w1, (f, d), t, &h.buf, 0, &ff.buf, 0, LinearOut::Gelu);
+            b.linear_layer_norm(&format!("{p}.norm2+linear1"), &w1, (f, d), x, (&n2w, &n2b, LN_EPS), &ff, LinearOut::Gelu)?;
             b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::Residual(&ls2));
         }
         Ok(())

@@ -357,7 +357,7 @@ impl Lm {
             }
         }
         self.ctx.queue.write_buffer(&self.in_tokens, 0, bytemuck::cast_slice(tokens));
-        let fp = FrameParams { pos: self.pos, first: (self.pos == 0) as u32, _pad: [0; 2] };
+        let fp = FrameParams { pos: self.pos, first: (self.pos == 0) as u32, ..Default::default() };
         self.ctx.queue.write_buffer(&self.frame, 0, bytemuck::bytes_of(&fp));
         Ok(())
     }
