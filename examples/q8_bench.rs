@@ -14,7 +14,9 @@
 //! weight copies are cycled (128 MiB or more) that no dispatch finds its weights in the L2.
 //!
 //! `cargo run --release --example q8_bench [-- SWEEP]` (`SWEEP` 0: only `blocks` and
-//! `auto`; default 1: also every lane count).
+//! `auto`; default 1: also every lane count). The kernel is the plans' own choice
+//! (`INFERENCELAYER_Q8_DOT`: the i8 kernel `shaders/q8_matvec_dot4.wgsl` by default, `f32`
+//! for `shaders/q8_matvec.wgsl`), its lanes by `Q8Kernel::dispatch_for`.
 
 #[cfg(target_arch = "wasm32")]
 fn main() {}

@@ -6,7 +6,7 @@
 //! Stages, each timed per 80 ms frame after warm-up with its submits and readback, on a
 //! caller's clock in milliseconds (`std::time::Instant` natively, `performance.now()` on the
 //! web): Mimi encode and decode ([`bench_mimi`]); the LM step (temporal transformer and
-//! depformer in one submit, one readback), then the temporal part and the depformer
+//! depformer in one replay of growing submits, one readback), then the temporal part and the depformer
 //! submitted and waited for apart, and the whole full-duplex frame as `Session::step` runs
 //! it ([`bench_lm`]). Statistics are nearest-rank p50 / p95 / p99, the mean and the frames
 //! over 80 ms ([`Stats`]); the GPU time per step comes from timestamp queries where the
@@ -371,7 +371,7 @@ pub struct LmBench {
     pub gpu_bytes: (u64, u64, u64),
     /// GB/s of the copy kernel, and how it was measured; `None` when not asked for.
     pub copy_bandwidth: Option<(f64, &'static str)>,
-    /// The whole step (one submit, one readback).
+    /// The whole step (one replay in a few growing submits, one readback).
     pub step: Stats,
     /// The CPU's part of the step: LMGen's input, the recording and the submits.
     pub cpu: Stats,
@@ -421,7 +421,7 @@ pub async fn bench_lm(
     let seed = setup.seed as u32;
     let start = now();
 
-    // The whole step as it runs: one submit, one readback; the CPU's part is LMGen's input,
+    // The whole step as it runs: one replay in growing submits, one readback; the CPU's part is LMGen's input,
     // the recording and the submit.
     let mut gen = LmGen::new(&config);
     let (mut step_ms, mut cpu_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));

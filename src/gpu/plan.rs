@@ -333,7 +333,7 @@ pub struct NormedRow {
 /// `INFERENCELAYER_FUSE=1`. By default each normed linear takes its norm from the raw row
 /// (the i8 kernel as it quantizes it, the f32 kernel below [`Q8_NORM_APART`], a norm
 /// dispatch above), which the H200 measured faster with the i8 kernel: the depformer's
-/// plan 1.84 ms in one pass against 2.08 with both fusions (the residual add's epilogue
+/// plan 1.83 ms in one pass against 2.10 with both fusions (the residual add's epilogue
 /// costs a latency-bound dispatch more than the norm it saves), the temporal plan within
 /// 1%. Read once per plan build; on the web always off.
 pub fn fuse_norms() -> bool {
@@ -461,8 +461,8 @@ impl Q8Kernel {
 /// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
 /// plans (the splits of a full window: 12 at the temporal transformer's 3000). The fastest
 /// of the choices measured on an H200 at every fill from 200 positions on (a step at the
-/// temporal shape, two dispatches: 28.6 us at 200 positions, 38.0 at 1000, 68.4 at 3000,
-/// against 32.1, 112 and 313 for `rope_attention`, and 46.6, 78.8 and 130 with 64 and 16).
+/// temporal shape, two dispatches: 28.6 us at 200 positions, 38.0 at 1000, 68.6 at 3000,
+/// against 32.2, 114 and 325 for `rope_attention`, and 46.6, 78.8 and 130 with 64 and 16).
 pub const ATTENTION_CHUNK: usize = 256;
 /// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
 /// plans while the window fills (200 positions: 7 workgroups of 32 per head).

@@ -205,7 +205,7 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         profile: usize,
         /// A Mimi checkpoint: also time the whole full-duplex frame (Mimi encode of the
-        /// user's audio, then the LM step and Mimi's decode of its output in one submit),
+        /// user's audio, then the LM step and Mimi's decode of its output in one replay),
         /// as `Session::step` runs it.
         #[arg(long)]
         mimi: Option<PathBuf>,
@@ -1030,7 +1030,7 @@ async fn bench_lm(
         println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
         println!("* submitted and waited for apart, on a second pass over the same frames");
         if r.duplex.is_some() {
-            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one submit");
+            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (a few growing submits)");
         }
         if let Some((t, d)) = r.pass_ms {
             println!("GPU time per step in one pass (timestamp queries): temporal {t:.3} ms, depformer {d:.3} ms");
