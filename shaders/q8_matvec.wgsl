@@ -46,11 +46,6 @@ struct Params {
     eps: f32,
     parts: u32,
     _pad1: u32,
-    // read by q8_matvec_dot4.wgsl's attention input only
-    heads: u32,
-    ring: u32,
-    pos: u32,
-    scale: f32,
 }
 
 @group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;

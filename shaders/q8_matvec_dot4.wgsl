@@ -16,18 +16,7 @@
 //   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs, for
 //   p.input 3 the row's partial sums, are summed in f32 as the units are quantized, the
 //   thread of unit u taking partial vec4s u, u + k / 16, ..., and 1 / rms scales the dot
-//   products at the end), and
-//   p.input 4: the input row is the output of a short causal attention, formed in the
-//            prologue (a transformer's self-attention and out_proj in one dispatch):
-//            x is the in_proj output q | k | v [3 k] of the new position p.pos, heads of
-//            hd = k / p.heads without rotation, attending positions
-//            max(0, p.pos + 1 - p.ring) ..= p.pos, each older one in slot pos % p.ring of
-//            k_ring, v_ring [p.ring, k / 4] vec4 (the new one read from x; workgroup 0
-//            writes it into slot p.pos % p.ring, which no other workgroup reads). Every
-//            older position in that range must be in its slot (the depformer's steps
-//            0 .. dep_q of a frame, each written by the step before). Needs t = 1,
-//            k <= 4096, p.ring <= 8, p.heads * p.ring <= 128, hd a multiple of 16 and at
-//            most 64.
+//   products at the end).
 //
 // k must be a multiple of 32 and n of 4.
 
@@ -44,10 +33,6 @@ struct Params {
     eps: f32,
     parts: u32,
     _pad1: u32,
-    heads: u32,
-    ring: u32,
-    pos: u32,
-    scale: f32,
 }
 
 @group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
@@ -57,8 +42,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
-@group(0) @binding(7) var<storage, read_write> k_ring: array<vec4<f32>>;
-@group(0) @binding(8) var<storage, read_write> v_ring: array<vec4<f32>>;
 
 const WG: u32 = 256u;
 const RT: u32 = 4u;
@@ -73,8 +56,6 @@ var<workgroup> x_scale: array<f32, 256>;
 var<workgroup> x_sq: array<f32, 256>;
 var<workgroup> red: array<vec4<f32>, 256>;
 var<workgroup> red_sq: array<f32, 256>;
-// p.input 4: the attention scores [heads, ring], then their softmax weights
-var<workgroup> att: array<f32, 256>;
 
 // f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
 fn f16_to_f32(h: u32) -> f32 {
@@ -107,81 +88,6 @@ fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
         return a * alpha[v];
     }
     return a;
-}
-
-// p.input 4: half the score of one (head, position) pair into att: threads 2 q and 2 q + 1
-// of pair q = h * ring + j (position lo + j of head h) each take 8 of the head's vec4s,
-// loads without a dependency between them (the loops have constant bounds); workgroup 0
-// pushes the new key and value.
-fn attention_scores(lid: u32, first: bool) {
-    let dim4 = p.k / 4u;
-    let hd4 = dim4 / p.heads;
-    let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
-    if (first) {
-        for (var c = lid; c < dim4; c += WG) {
-            k_ring[(p.pos % p.ring) * dim4 + c] = x[dim4 + c];
-            v_ring[(p.pos % p.ring) * dim4 + c] = x[2u * dim4 + c];
-        }
-    }
-    let pair = lid / 2u;
-    let h = pair / p.ring;
-    let pk = lo + pair % p.ring;
-    var acc = vec4<f32>(0.0);
-    if (h < p.heads && pk <= p.pos) {
-        let kbase = select((pk % p.ring) * dim4, 0u, pk == p.pos);
-        for (var i = 0u; i < 8u; i++) {
-            let e = (lid % 2u) * 8u + i;
-            if (e < hd4) {
-                let q = x[h * hd4 + e];
-                if (pk == p.pos) {
-                    acc += q * x[dim4 + h * hd4 + e];
-                } else {
-                    acc += q * k_ring[kbase + h * hd4 + e];
-                }
-            }
-        }
-    }
-    att[lid] = (acc.x + acc.y + acc.z + acc.w) * p.scale;
-}
-
-// p.input 4: the attention output's unit u (16 of its values, in one head): the softmax of
-// the head's scores (two halves each in att) over the values of its positions, at most 8.
-fn attention_unit(u: u32) -> array<vec4<f32>, 4> {
-    let dim4 = p.k / 4u;
-    let hd4 = dim4 / p.heads;
-    let lo = select(0u, p.pos + 1u - p.ring, p.pos + 1u > p.ring);
-    let nk = p.pos + 1u - lo;
-    let h = (4u * u) / hd4;
-    var sc: array<f32, 8>;
-    var m = -3.0e38;
-    for (var j = 0u; j < 8u; j++) {
-        sc[j] = -3.0e38;
-        if (j < nk) {
-            let q = h * p.ring + j;
-            sc[j] = att[2u * q] + att[2u * q + 1u];
-            m = max(m, sc[j]);
-        }
-    }
-    var den = 0.0;
-    var o = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    for (var j = 0u; j < 8u; j++) {
-        if (j < nk) {
-            let e = exp(sc[j] - m);
-            den += e;
-            let pk = lo + j;
-            for (var c = 0u; c < 4u; c++) {
-                if (pk == p.pos) {
-                    o[c] += e * x[2u * dim4 + 4u * u + c];
-                } else {
-                    o[c] += e * v_ring[(pk % p.ring) * dim4 + 4u * u + c];
-                }
-            }
-        }
-    }
-    for (var c = 0u; c < 4u; c++) {
-        o[c] /= den;
-    }
-    return o;
 }
 
 // The 16 inputs v of a unit as two levels: hi = round(v / s), lo = round((v - s hi) * 254 / s).
@@ -244,28 +150,19 @@ fn main(
     for (var c0 = 0u; c0 < nu; c0 += CHUNK) {
         let units = min(CHUNK, nu - c0);
         workgroupBarrier();
-        if (p.input == 4u) {
-            attention_scores(lid, w == 0u);
-            workgroupBarrier();
-        }
         if (live && lid < units) {
             let u = c0 + lid;
             var s = 0.0;
-            if (p.input == 4u) {
-                let o = attention_unit(u);
-                quantize_unit(lid, o[0], o[1], o[2], o[3]);
-            } else {
-                let a = input(xrow, 4u * u, &s);
-                let b = input(xrow, 4u * u + 1u, &s);
-                let c = input(xrow, 4u * u + 2u, &s);
-                let d = input(xrow, 4u * u + 3u, &s);
-                quantize_unit(lid, a, b, c, d);
-                if (p.input == 3u) {
-                    // the partial sums of squares behind the row, vec4 u, u + nu, ...
-                    for (var j = u; j < p.parts / 4u; j += nu) {
-                        let q = x[p.k / 4u + j];
-                        s += (q.x + q.y) + (q.z + q.w);
-                    }
+            let a = input(xrow, 4u * u, &s);
+            let b = input(xrow, 4u * u + 1u, &s);
+            let c = input(xrow, 4u * u + 2u, &s);
+            let d = input(xrow, 4u * u + 3u, &s);
+            quantize_unit(lid, a, b, c, d);
+            if (p.input == 3u) {
+                // the partial sums of squares behind the row, vec4 u, u + nu, ...
+                for (var j = u; j < p.parts / 4u; j += nu) {
+                    let q = x[p.k / 4u + j];
+                    s += (q.x + q.y) + (q.z + q.w);
                 }
             }
             x_sq[lid] = s;
@@ -311,7 +208,7 @@ fn main(
     if (lane < RT && valid) {
         let i = i0 + lane;
         var v = red[g * lanes][lane];
-        if (p.input == 2u || p.input == 3u) {
+        if (p.input >= 2u) {
             v *= inverseSqrt(p.eps + red_sq[g * lanes] / f32(p.k));
         }
         let yo = p.y_offset + r * p.y_stride + i;

@@ -58,7 +58,7 @@ kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW, RW, RW]);
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -268,19 +268,12 @@ pub(crate) struct Q8MatvecParams {
     pub y_offset: u32,
     pub y_stride: u32,
     /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x, 3: a row already times its
-    /// RMSNorm gain followed by `parts` partial sums of its squares, 4 (`q8_matvec_dot4`
-    /// only): a short causal attention over the in_proj output `x` and the KV rings
+    /// RMSNorm gain followed by `parts` partial sums of its squares
     pub input: u32,
     pub lanes: u32,
     pub eps: f32,
     pub parts: u32,
     pub _pad: u32,
-    /// `q8_matvec_dot4`'s attention input (`input` 4): heads, ring slots, the new
-    /// position, the scores' scale
-    pub heads: u32,
-    pub ring: u32,
-    pub pos: u32,
-    pub scale: f32,
 }
 
 /// Output rows per row group of `q8_matvec` (`RT` in the shader).
@@ -328,7 +321,7 @@ const _: () = {
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
     assert!(std::mem::size_of::<VqDecodeProjParams>() == 32);
-    assert!(std::mem::size_of::<Q8MatvecParams>() == 64);
+    assert!(std::mem::size_of::<Q8MatvecParams>() == 48);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
     assert!(std::mem::size_of::<SampleParams>() == 32);
 };

@@ -305,15 +305,12 @@ pub struct TransformerSpec {
 
 /// What a Q8_0 linear reads as its input row.
 #[derive(Clone, Copy)]
-enum Q8Input<'b> {
+enum Q8Input {
     Plain,
     Gated,
     Normed(f32),
     /// A [`NormedRow`]: eps, partial sums
     Prenormed(f32, usize),
-    /// The output of a short causal attention (`q8_matvec_dot4` only): heads, the ring's
-    /// slots, the new position, the scores' scale, the K and V rings
-    Attention { heads: usize, ring: usize, pos: usize, scale: f32, rings: [&'b wgpu::Buffer; 2] },
 }
 
 /// One row `[dim]` made ready for an RMSNorm by the residual add that wrote it
@@ -328,12 +325,12 @@ pub struct NormedRow {
 }
 
 /// Whether plans take their RMSNorms from the partial sums of the residual add before them
-/// ([`NormedRow`]) and fuse the depformer's attention into its out_proj
-/// ([`PlanBuilder::attention_residual`]): only where the environment sets
+/// ([`NormedRow`]): only where the environment sets
 /// `INFERENCELAYER_FUSE=1`. By default each normed linear takes its norm from the raw row
 /// (the i8 kernel as it quantizes it, the f32 kernel below [`Q8_NORM_APART`], a norm
 /// dispatch above), which the H200 measured faster with the i8 kernel: the depformer's
-/// plan 1.83 ms in one pass against 2.10 with both fusions (the residual add's epilogue
+/// plan 1.83 ms in one pass against 2.10 with the prepared rows (and an attention fused into
+/// out_proj, since removed; the residual add's epilogue
 /// costs a latency-bound dispatch more than the norm it saves), the temporal plan within
 /// 1%. Read once per plan build; on the web always off.
 pub fn fuse_norms() -> bool {
@@ -572,8 +569,6 @@ pub struct PlanBuilder<'a> {
     /// bound where a kernel writes nothing (apart from `dummy`: one buffer cannot be bound
     /// read-only and writable in one bind group)
     dummy_out: wgpu::Buffer,
-    /// bound for the KV rings of `q8_matvec_dot4` where it reads none
-    dummy_rings: [wgpu::Buffer; 2],
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
@@ -610,7 +605,6 @@ impl<'a> PlanBuilder<'a> {
             taps: BTreeMap::new(),
             dummy: ctx.zeros("unused binding", 4)?,
             dummy_out: ctx.zeros("unused output binding", 4)?,
-            dummy_rings: [ctx.zeros("unused K ring binding", 4)?, ctx.zeros("unused V ring binding", 4)?],
             q8: Q8Kernel::from_env()?,
             q8_dot: match Q8Dot::from_env()? {
                 Q8Dot::I8 if !ctx.info.packed_dot => Q8Dot::F32,
@@ -1212,53 +1206,6 @@ impl<'a> PlanBuilder<'a> {
         self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf))
     }
 
-    /// Whether [`Self::attention_residual`] can take a transformer of `spec`: the i8 Q8_0
-    /// kernel ([`Q8Dot::I8`]), no rotary embedding, `dim` at most 4096, heads of 16, 32, 48
-    /// or 64, at most 8 ring slots and 128 (head, slot) pairs: Moshi's depformer (16 heads
-    /// of 64, 8 slots).
-    pub fn can_fuse_attention(&self, spec: &TransformerSpec) -> bool {
-        let hd = spec.dim / spec.heads.max(1);
-        self.q8_dot == Q8Dot::I8
-            && !spec.rope
-            && spec.dim <= 4096
-            && spec.dim % spec.heads.max(1) == 0
-            && hd % 16 == 0
-            && hd <= 64
-            && spec.context <= 8
-            && spec.heads * spec.context <= 128
-    }
-
-    /// A transformer layer's self-attention and out_proj in one dispatch, as a residual add
-    /// that also prepares the next RMSNorm ([`Self::q8_linear_residual`]): for the one new
-    /// position `pos` (fixed when the plan is built), `qkv` `[1, 3 dim]` (in_proj's output),
-    /// its key and value pushed into slot `pos % context` of `rings` (from
-    /// [`Self::attention_state`]), then softmax attention over positions
-    /// `max(0, pos + 1 - context) ..= pos` (`moshi.modules.transformer.StreamingMultiheadAttention`
-    /// without rotation), every older one of which must be in its slot (the depformer's
-    /// steps `0 .. dep_q` of a frame), and `y += W_out attn`. The position ring is neither
-    /// read nor written. [`Error::Config`] where [`Self::can_fuse_attention`] is false or
-    /// the shapes disagree.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_residual(
-        &mut self,
-        label: &str,
-        spec: &TransformerSpec,
-        qkv: &Tensor,
-        pos: usize,
-        rings: &[wgpu::Buffer; 3],
-        w: (&wgpu::Buffer, &wgpu::Buffer),
-        y: &Tensor,
-        (alpha, next): (&wgpu::Buffer, &NormedRow),
-    ) -> Result<()> {
-        let d = spec.dim;
-        if !self.can_fuse_attention(spec) || qkv.shape != [1, 3 * d] || y.len() != d || next.dim != d {
-            return Err(Error::config(label, format!("a fused attention of dim {d}, {} heads, {} slots cannot take qkv {:?}, y {:?}", spec.heads, spec.context, qkv.shape, y.shape)));
-        }
-        let scale = (1.0 / ((d / spec.heads) as f64).sqrt()) as f32;
-        let input = Q8Input::Attention { heads: spec.heads, ring: spec.context, pos, scale, rings: [&rings[0], &rings[1]] };
-        self.q8_matvec(label, w, (d, d), 1, (&qkv.buf, 0), (input, alpha), (&y.buf, 0, d), true, Some(&next.buf))
-    }
-
     /// A row buffer for [`Self::q8_linear_residual`] to prepare an RMSNorm of width `dim`
     /// (a multiple of 16) in.
     pub fn normed_row(&self, label: &str, dim: usize) -> Result<NormedRow> {
@@ -1375,11 +1322,6 @@ impl<'a> PlanBuilder<'a> {
             Q8Input::Gated => (1, 0.0, 0),
             Q8Input::Normed(eps) => (2, eps, 0),
             Q8Input::Prenormed(eps, parts) => (3, eps, parts as u32),
-            Q8Input::Attention { .. } => (4, 0.0, 0),
-        };
-        let (heads, ring, pos, scale, rings) = match input {
-            Q8Input::Attention { heads, ring, pos, scale, rings } => (heads as u32, ring as u32, pos as u32, scale, Some(rings)),
-            _ => (0, 0, 0, 0.0, None),
         };
         let out_mode = if norm_out.is_some() { 2 } else { accumulate as u32 };
         let p = Q8MatvecParams {
@@ -1395,23 +1337,15 @@ impl<'a> PlanBuilder<'a> {
             eps,
             parts,
             _pad: 0,
-            heads,
-            ring,
-            pos,
-            scale,
         };
         let pb = self.params(label, &p);
         let dummy = self.dummy_out.clone();
         let norm_out = norm_out.unwrap_or(&dummy);
-        match self.q8_dot {
-            Q8Dot::I8 => {
-                let [dk, dv] = self.dummy_rings.clone();
-                let [k_ring, v_ring] = rings.unwrap_or([&dk, &dv]);
-                self.step(&Q8_MATVEC_DOT4, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out, k_ring, v_ring], grid_for(d.groups));
-            }
-            Q8Dot::F32 if rings.is_some() => return Err(Error::config(label, "an attention fused into a Q8_0 linear needs the i8 kernel (INFERENCELAYER_Q8_DOT=i8)")),
-            Q8Dot::F32 => self.step(&Q8_MATVEC, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups)),
-        }
+        let kernel = match self.q8_dot {
+            Q8Dot::I8 => &Q8_MATVEC_DOT4,
+            Q8Dot::F32 => &Q8_MATVEC,
+        };
+        self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
 

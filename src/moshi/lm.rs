@@ -203,7 +203,7 @@ impl Lm {
         // depformer's input projections; without, out_norm is a dispatch into `z`
         let fuse = fuse_norms();
         let out_row = if fuse { Some(b.normed_row("transformer_out", d)?) } else { None };
-        w.transformer.plan_step(&mut b, &x, 0, &frame, None, &rings, fuse, out_row.as_ref().map(|r| (&w.out_norm, r)))?;
+        w.transformer.plan_step(&mut b, &x, 0, &frame, &rings, fuse, out_row.as_ref().map(|r| (&w.out_norm, r)))?;
         let z = b.tensor("transformer_out", &[1, d])?;
         if out_row.is_none() {
             b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
@@ -237,7 +237,7 @@ impl Lm {
             let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
             let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
             b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
-            w.depformer.plan_step(&mut b, &y, k, &step_frame, Some(k), &dep_rings, fuse, None)?;
+            w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings, fuse, None)?;
             let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
             b.sample(

@@ -302,8 +302,7 @@ impl GpuTransformer {
     }
 
     /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
-    /// position held by `frame` (a `FrameParams` uniform), over `rings`. `fixed_pos` is that
-    /// position where it is known when the plan is built (the depformer's steps: `step`).
+    /// position held by `frame` (a `FrameParams` uniform), over `rings`.
     ///
     /// With `fuse` every RMSNorm after the first is prepared by the residual add before it
     /// ([`PlanBuilder::q8_linear_residual`]: the new row times the norm's gain and partial
@@ -311,10 +310,7 @@ impl GpuTransformer {
     /// dispatch of its own; `out_norm` (a gain `[dim]` and a row of width `dim`) has the
     /// last residual add prepare a norm that follows the stack as well. Without `fuse` the
     /// norms are taken from `x` ([`PlanBuilder::q8_linear_normed`]) and `out_norm` is not
-    /// written. With `fuse`, a `fixed_pos` and a stack the builder can fuse
-    /// ([`PlanBuilder::can_fuse_attention`]: the depformer's, short and unrotated), each
-    /// layer's self-attention runs inside its out_proj ([`PlanBuilder::attention_residual`]):
-    /// four dispatches a layer instead of five.
+    /// written.
     #[allow(clippy::too_many_arguments)]
     pub fn plan_step(
         &self,
@@ -322,7 +318,6 @@ impl GpuTransformer {
         x: &Tensor,
         step: usize,
         frame: &wgpu::Buffer,
-        fixed_pos: Option<usize>,
         rings: &[[wgpu::Buffer; 3]],
         fuse: bool,
         out_norm: Option<(&wgpu::Buffer, &NormedRow)>,
@@ -354,15 +349,8 @@ impl GpuTransformer {
             } else {
                 b.q8_linear_prenormed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (row1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
             }
-            match fixed_pos {
-                Some(pos) if b.can_fuse_attention(&spec) => {
-                    b.attention_residual(&format!("{p}.self_attn+out_proj"), &spec, &qkv, pos, &rings[li], (&wo.quants, &wo.scales), x, (n2, row2))?
-                }
-                _ => {
-                    let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
-                    b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
-                }
-            }
+            let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
+            b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
             b.q8_linear_prenormed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
             let next = match self.layers.get(li + 1) {
                 Some(l) => Some((&l[step].norm1, row1)),
