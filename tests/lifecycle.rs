@@ -2,7 +2,11 @@
 //! memory wgpu's allocator reports returns to its baseline after every cycle; with a new
 //! instance, adapter and device per cycle (what a reload does), the Rust heap returns to the
 //! level of the first cycle's end every time, and the process's resident memory stops
-//! growing (by a median of less than a device's worth per cycle).
+//! growing. The plans run the f32 Q8_0 kernel here: lavapipe keeps part of the memory it
+//! compiled the i8 kernel's pipeline with on every new device (+20 to 27 MiB at a few
+//! cycles, then about 2 MiB a device, our heap and GPU memory flat; with the f32 kernel the
+//! resident memory stays within 6 MiB over ten devices), which would hide a leak of ours.
+//! `tests/q8_linear.rs` and the parity tests cover the i8 kernel.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -46,6 +50,8 @@ async fn cycle(m: &common::small::Small, ctx: &Rc<GpuContext>) -> Vec<i32> {
 #[test]
 fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
     pollster::block_on(async {
+        // Read by every PlanBuilder::new; this binary has one test, so no thread races it.
+        std::env::set_var("INFERENCELAYER_Q8_DOT", "f32");
         let t0 = std::time::Instant::now();
         let m = common::small::small(None);
 
@@ -83,7 +89,6 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
         // A new device per cycle: the heap and the resident memory.
         let mut heap_first = 0;
         let mut rss_first = 0;
-        let mut rss_by_cycle = Vec::with_capacity(CYCLES);
         for c in 0..CYCLES {
             let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
             let texts = cycle(&m, &ctx).await;
@@ -96,20 +101,8 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
                 rss_first = r;
             } else {
                 assert!(h <= heap_first, "cycle {c}: the heap grew from {heap_first} B to {h} B");
-                assert!(r <= rss_first + (128 << 20), "cycle {c}: resident memory grew from {rss_first} B to {r} B");
+                assert!(r <= rss_first + (16 << 20), "cycle {c}: resident memory grew from {rss_first} B to {r} B");
             }
-            rss_by_cycle.push(r);
         }
-        // Resident memory is not all ours: lavapipe's LLVM keeps part of what compiling the
-        // i8 Q8_0 kernel's pipeline took on each new device (+27 MiB at two cycles, then
-        // about 1.5 MiB a device; flat within 2 MiB with
-        // INFERENCELAYER_Q8_DOT=f32). A device of our own left alive (its plans, weights and
-        // KV rings: over 4 MiB for the small model) would add more than 2 MiB every cycle.
-        // The median growth per cycle tells the two apart: the compiler's steps come at a
-        // cycle or two, from run to run at different ones; a leak comes every cycle.
-        let mut steps: Vec<u64> = rss_by_cycle.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
-        steps.sort_unstable();
-        let median = steps[steps.len() / 2];
-        assert!(median <= 2 << 20, "resident memory grew by a median {median} B per new device: {rss_by_cycle:?}");
     });
 }
