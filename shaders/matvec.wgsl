@@ -1,5 +1,6 @@
-// Bias-free linear layer over a few time rows, one workgroup of 64 threads per output
-// element: each thread strides over the input dimension, then a tree reduction.
+// Bias-free linear layer over a few time rows: one workgroup of 256 threads per 4 output
+// elements, 64 lanes per output striding over the input dimension in 16-byte loads, every
+// time row of a group of 4 taken from one load of the weights, then a tree reduction.
 //
 //   w     : [n, k]    (torch.nn.Linear layout; also a 1x1 Conv1d's [n, k, 1])
 //   x     : [t, k]
@@ -9,12 +10,14 @@
 //
 // With p.norm == 1 the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
 // biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
-// each workgroup taking its row's mean and variance with the summation order of
-// layer_norm.wgsl's 256 threads, so the normed inputs are those that kernel writes.
+// each workgroup taking its rows' means and variances in layer_norm.wgsl's summation order
+// (256 lanes, then a tree), so the normed inputs are those that kernel writes.
 // v = sum_j w[i, j] * x[r, j]; v = gelu(v) when p.gelu == 1 (exact erf GELU, torch's
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
-// (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale).
-// Rows start at p.x_offset and p.y_offset elements into x and y.
+// (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
+// y[r, i] += v when p.accumulate == 1. Rows start at p.x_offset and p.y_offset elements
+// into x and y. The 16-byte path needs k and p.x_offset multiples of 4; otherwise every
+// element is loaded alone (same sums, in the same lanes).
 
 struct Params {
     n: u32,
@@ -31,41 +34,42 @@ struct Params {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<f32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> scale: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
-@group(0) @binding(5) var<storage, read> ln_w: array<f32>;
-@group(0) @binding(6) var<storage, read> ln_b: array<f32>;
+@group(0) @binding(5) var<storage, read> ln_w: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> ln_b: array<vec4<f32>>;
 
-var<workgroup> red: array<f32, 64>;
+const LANES: u32 = 64u;
+const ROWS: u32 = 4u;
 
-// The sum over the row at `base` of x (or of (x - mean)^2 when `centered`), in layer_norm.wgsl's
-// order: 256 virtual lanes v, each summing elements v, v + 256, ... in turn, then a tree
-// halving 256 -> 1. Thread lid holds lanes lid + 64 m (m < 4); the tree's first two levels
-// (v + 128, then v + 64) happen in the thread, the remaining six in `red`.
-fn row_sum(lid: u32, base: u32, mean: f32, centered: bool) -> f32 {
-    var a = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-    for (var m = 0u; m < 4u; m++) {
-        for (var j = lid + 64u * m; j < p.k; j += 256u) {
-            var v = x[base + j];
-            if (centered) {
-                let d = v - mean;
-                v = d * d;
-            }
-            a[m] += v;
-        }
-    }
-    red[lid] = (a[0] + a[2]) + (a[1] + a[3]);
+// lanes' partial sums, one component per time row of the group of 4
+var<workgroup> red: array<vec4<f32>, 256>;
+// the LayerNorm statistics of the group's time rows
+var<workgroup> stats: array<vec2<f32>, 4>;
+var<workgroup> lred: array<f32, 256>;
+
+fn xs(e: u32) -> f32 {
+    return x[e / 4u][e % 4u];
+}
+
+fn ws(e: u32) -> f32 {
+    return w[e / 4u][e % 4u];
+}
+
+// layer_norm.wgsl's reduce_sum, over all 256 threads
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+    lred[lid] = v;
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s >> 1u) {
+    for (var s = 128u; s > 0u; s = s >> 1u) {
         if (lid < s) {
-            red[lid] += red[lid + s];
+            lred[lid] += lred[lid + s];
         }
         workgroupBarrier();
     }
-    let total = red[0];
+    let total = lred[0];
     workgroupBarrier();
     return total;
 }
@@ -79,53 +83,92 @@ fn erf_approx(v: f32) -> f32 {
     return select(r, -r, v < 0.0);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid3: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let o = wid.x + wid.y * nwg.x;
-    if (o >= p.n * p.t) {
-        return;
-    }
-    let r = o / p.n;
-    let i = o % p.n;
-    let wo = i * p.k;
-    let xo = p.x_offset + r * p.k;
-    var acc = 0.0;
-    if (p.norm == 1u) {
-        let mean = row_sum(lid, xo, 0.0, false) / f32(p.k);
-        let inv = 1.0 / sqrt(row_sum(lid, xo, mean, true) / f32(p.k) + p.eps);
-        for (var j = lid; j < p.k; j += 64u) {
-            acc += w[wo + j] * ((x[xo + j] - mean) * inv * ln_w[j] + ln_b[j]);
+    let lane = lid % LANES;
+    let i = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    // Every thread takes part in the barriers; rows past n compute on row 0 and store nothing.
+    let live = i < p.n;
+    let wi = select(0u, i, live);
+    let vec_path = p.k % 4u == 0u && p.x_offset % 4u == 0u;
+    let k4 = p.k / 4u;
+    for (var r0 = 0u; r0 < p.t; r0 += 4u) {
+        let rows = min(4u, p.t - r0);
+        if (p.norm == 1u) {
+            for (var r = 0u; r < rows; r++) {
+                let xo = p.x_offset + (r0 + r) * p.k;
+                var acc = 0.0;
+                for (var j = lid; j < p.k; j += 256u) {
+                    acc += xs(xo + j);
+                }
+                let mean = reduce_sum(lid, acc) / f32(p.k);
+                var vacc = 0.0;
+                for (var j = lid; j < p.k; j += 256u) {
+                    let d = xs(xo + j) - mean;
+                    vacc += d * d;
+                }
+                let inv = 1.0 / sqrt(reduce_sum(lid, vacc) / f32(p.k) + p.eps);
+                if (lid == 0u) {
+                    stats[r] = vec2<f32>(mean, inv);
+                }
+            }
+            workgroupBarrier();
         }
-    } else {
-        for (var j = lid; j < p.k; j += 64u) {
-            acc += w[wo + j] * x[xo + j];
+        var acc = vec4<f32>(0.0);
+        if (vec_path) {
+            let wo = wi * k4;
+            for (var j = lane; j < k4; j += LANES) {
+                let wv = w[wo + j];
+                for (var r = 0u; r < rows; r++) {
+                    var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
+                    if (p.norm == 1u) {
+                        let st = stats[r];
+                        xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
+                    }
+                    acc[r] += dot(wv, xv);
+                }
+            }
+        } else {
+            let wo = wi * p.k;
+            for (var j = lane; j < p.k; j += LANES) {
+                let wv = ws(wo + j);
+                for (var r = 0u; r < rows; r++) {
+                    var xv = xs(p.x_offset + (r0 + r) * p.k + j);
+                    if (p.norm == 1u) {
+                        let st = stats[r];
+                        xv = (xv - st.x) * st.y * ln_w[j / 4u][j % 4u] + ln_b[j / 4u][j % 4u];
+                    }
+                    acc[r] += wv * xv;
+                }
+            }
         }
-    }
-    red[lid] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
+        red[lid] = acc;
+        workgroupBarrier();
+        for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+            if (lane < s) {
+                red[lid] += red[lid + s];
+            }
+            workgroupBarrier();
+        }
+        if (lane < rows && live) {
+            var v = red[lid - lane][lane];
+            if (p.gelu == 1u) {
+                v = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
+            }
+            let yo = p.y_offset + (r0 + lane) * p.n + i;
+            if (p.residual == 1u) {
+                y[yo] += scale[i] * v;
+            } else if (p.accumulate == 1u) {
+                y[yo] += v;
+            } else {
+                y[yo] = v;
+            }
         }
         workgroupBarrier();
-    }
-    if (lid == 0u) {
-        var v = red[0];
-        if (p.gelu == 1u) {
-            v = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
-        }
-        let yo = p.y_offset + r * p.n + i;
-        if (p.residual == 1u) {
-            y[yo] += scale[i] * v;
-        } else if (p.accumulate == 1u) {
-            y[yo] += v;
-        } else {
-            y[yo] = v;
-        }
     }
 }

@@ -209,14 +209,16 @@ mod oracles {
 
     /// `linear_layer_norm` gives bit for bit a `layer_norm` dispatch then a `linear` (the
     /// fused kernel sums in the LayerNorm kernel's order), and both the f64 oracle, at a
-    /// width below one LayerNorm workgroup (96), one of two passes (512) and a tail (600).
+    /// width below one LayerNorm workgroup (96), one of two passes (512) and a tail (600),
+    /// on 2, 3 and 5 time rows (two groups of 4), and at a width of 97 (element loads).
     #[test]
     fn layer_norm_fused_linear_equals_the_two_dispatches() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0x1a_4e_0f);
-            let (t, n, eps) = (2usize, 40usize, 1e-5f32);
-            for k in [96usize, 512, 600] {
+            let (n, eps) = (41usize, 1e-5f32);
+            // (time rows, width): more than one group of 4 rows, and a width off the 16-byte path
+            for (t, k) in [(2usize, 96usize), (2, 512), (5, 600), (3, 97)] {
                 let xs: Vec<f32> = rng.vec(t * k).iter().map(|v| 3.0 * v + 0.5).collect();
                 let (lw, lb, w, scale) = (rng.vec(k), rng.vec(k), rng.vec(n * k), rng.vec(n));
                 let y0 = rng.vec(t * n);

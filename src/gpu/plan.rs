@@ -339,6 +339,8 @@ pub fn fuse_norms() -> bool {
 
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
 const CONV_TR_TILE: usize = 128;
+/// Output elements per workgroup of `matvec` (`ROWS` in the shader).
+const MATVEC_ROWS: usize = 4;
 
 /// Threads per workgroup of `q8_matvec`.
 const WG_Q8: usize = 256;
@@ -908,7 +910,7 @@ impl<'a> PlanBuilder<'a> {
             None => (self.dummy.clone(), self.dummy.clone()),
         };
         let pb = self.params(label, &p);
-        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n * t));
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(MATVEC_ROWS)));
     }
 
     /// Rotate the queries and keys of `qkv` `[t, 3 dim]` (positions `frame.pos + row`), push
