@@ -260,7 +260,8 @@ fn gpu_draws_follow_the_rule_exactly() {
             b.sample("draw", (&logits, vectors[c].0, cases[c].0), &tokens, slot, (t, k), seed, stream);
         }
         let (plan, _, _) = b.finish();
-        // the four-round radix kernel this one replaced, for a token-for-token comparison
+        // the four-round radix kernel (the plans' own up to 4096 logits), for a token-for-token
+        // comparison where the plan draws with sample.wgsl
         let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("sample_radix8"),
             source: wgpu::ShaderSource::Wgsl(include_str!("../shaders/sample_radix8.wgsl").into()),
