@@ -25,7 +25,7 @@ struct Params {
     elu: u32,
     replicate: u32,
     time_major_out: u32,
-    _pad0: u32,
+    phases: u32,
 }
 
 struct Frame {
@@ -45,6 +45,20 @@ struct Frame {
 @group(0) @binding(7) var<uniform> frame: Frame;
 
 var<workgroup> red: array<f32, 64>;
+
+// Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
+// phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
+// column t of phase r is column t * P + r (a transposed conv of stride P computed as a
+// conv, see PlanBuilder::conv_transpose1d).
+fn out_index(oc: u32, t: u32) -> u32 {
+    let ph = max(p.phases, 1u);
+    let c = oc / ph;
+    let col = t * ph + oc % ph;
+    if (p.time_major_out == 1u) {
+        return col * (p.out_c / ph) + c;
+    }
+    return c * (p.t_out * ph) + col;
+}
 
 // act(x[c, i])
 fn fresh(c: u32, i: u32) -> f32 {
@@ -114,10 +128,7 @@ fn main(
         if (p.has_bias == 1u) {
             v += b[oc];
         }
-        var yo = idx;
-        if (p.time_major_out == 1u) {
-            yo = t * p.out_c + oc;
-        }
+        let yo = out_index(oc, t);
         if (p.residual == 1u) {
             v += res[yo];
         }

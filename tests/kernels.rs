@@ -164,11 +164,18 @@ mod oracles {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0x7c_0a_9e);
             // (in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out): SEANet's
-            // upsampling, Mimi's channel-wise upsample (time-major out, for the transformer)
+            // upsampling, Mimi's channel-wise upsample (time-major out, for the transformer);
+            // kernels of twice the stride run as a conv into phases (a deep, short layer on
+            // the conv kernel of a workgroup per output, the others on a thread per output),
+            // other kernels on the transposed-conv kernel
             let cases = [
                 (8usize, 6usize, 4usize, 2usize, 1usize, 3usize, true, true, false),
                 (4, 4, 4, 2, 4, 2, false, false, true),
                 (5, 3, 10, 5, 1, 40, true, true, false),
+                (96, 10, 16, 8, 1, 2, true, true, false),
+                (24, 12, 8, 4, 1, 30, true, false, true),
+                (6, 4, 5, 2, 1, 7, true, true, false),
+                (6, 4, 7, 3, 2, 5, false, true, true),
             ];
             for (i, &(in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out)) in cases.iter().enumerate() {
                 let convtr = ConvTr1d {

@@ -107,7 +107,8 @@ pub(crate) struct Conv1dParams {
     pub elu: u32,
     pub replicate: u32,
     pub time_major_out: u32,
-    pub _pad: u32,
+    /// P > 1: the output is P phases interleaved in time (`out_index` in the shaders)
+    pub phases: u32,
 }
 
 #[repr(C)]

@@ -706,6 +706,37 @@ impl<'a> PlanBuilder<'a> {
         elu: bool,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
+        self.conv1d_phases(spec, x, time_major, time_major_out, elu, residual, 1)
+    }
+
+    /// A streaming ConvTranspose1d whose kernel is twice its stride `s`, as a conv: output
+    /// column `q s + r` of channel `oc` takes input columns `q - 1` (the carried prefix for
+    /// `q = 0`) and `q`, with taps `r + s` and `r`, so it is a stride-1 conv of kernel 2 into
+    /// `s` phases of every output channel, interleaved in time as the conv writes them (no
+    /// output tail to carry: the input's last column is carried instead). `spec` is that
+    /// conv: `out_c` = the transposed conv's `out_c * s`, `k` 2, stride and dilation 1,
+    /// weights `[out_c * s, in_c / groups, 2]` (`oc * s + r`: taps `r + s` then `r`), bias
+    /// `[out_c * s]`. `x` `[in_c, t]` (ELU on load when `elu`) -> `[out_c, t * s]`, or
+    /// `[t * s, out_c]` when `time_major_out`. Mirrors StreamingConvTranspose1d.forward in
+    /// streaming mode (as [`Self::conv_transpose1d`] does for any kernel).
+    pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool, stride: usize) -> Result<Tensor> {
+        if spec.k != 2 || spec.stride != 1 || spec.dilation != 1 || stride == 0 || spec.out_c % stride != 0 || spec.replicate {
+            return Err(Error::config(spec.name, "a transposed conv as a conv takes a stride-1 conv of kernel 2 into stride phases"));
+        }
+        self.conv1d_phases(spec, x, false, time_major_out, elu, None, stride)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv1d_phases(
+        &mut self,
+        spec: &ConvSpec<'_>,
+        x: &Tensor,
+        time_major: bool,
+        time_major_out: bool,
+        elu: bool,
+        residual: Option<&Tensor>,
+        phases: usize,
+    ) -> Result<Tensor> {
         let t = if time_major { x.shape[0] } else { x.shape[1] };
         let c = if time_major { x.shape[1] } else { x.shape[0] };
         if c != spec.in_c || t % spec.stride != 0 || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 {
@@ -720,7 +751,8 @@ impl<'a> PlanBuilder<'a> {
         }
         let tp = k_eff - spec.stride;
         let t_out = t / spec.stride;
-        let y = self.tensor(spec.name, &if time_major_out { [t_out, spec.out_c] } else { [spec.out_c, t_out] })?;
+        let (rows, cols) = (spec.out_c / phases, t_out * phases);
+        let y = self.tensor(spec.name, &if time_major_out { [cols, rows] } else { [rows, cols] })?;
         let prev = if tp > 0 { self.state(&format!("{}.previous", spec.name), 2 * spec.in_c * tp)? } else { self.dummy_out.clone() };
         let p = Conv1dParams {
             in_c: spec.in_c as u32,
@@ -738,7 +770,7 @@ impl<'a> PlanBuilder<'a> {
             elu: elu as u32,
             replicate: spec.replicate as u32,
             time_major_out: time_major_out as u32,
-            _pad: 0,
+            phases: phases as u32,
         };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
@@ -749,12 +781,12 @@ impl<'a> PlanBuilder<'a> {
         let b = spec.b.unwrap_or(&self.dummy).clone();
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
         let frame = self.frame.clone();
-        // Deep, short layers (few outputs, long reductions) get a workgroup per output;
-        // wide, long ones a thread per output.
+        // Deep, short layers (few outputs, long reductions) and long reductions get a
+        // workgroup per output; wide, long ones a thread per output.
         let outputs = spec.out_c * t_out;
         let reduction = (spec.in_c / spec.groups) * spec.k;
         let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
-        if outputs <= 16384 && reduction >= 128 {
+        if reduction >= 1024 || (outputs <= 16384 && reduction >= 128) {
             self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
         } else {
             self.step(&CONV1D, spec.name.to_string(), &bufs, threads(outputs));

@@ -221,7 +221,42 @@ impl ConvTr1d {
 
     /// GPU: upload the weights and append this transposed conv to the plan (`[t * stride,
     /// out_c]` when `time_major_out`, see [`PlanBuilder::conv_transpose1d`]).
+    /// A kernel of twice the stride (every one of Mimi's) runs as a conv of kernel 2 into
+    /// `stride` phases ([`PlanBuilder::conv_transpose1d_as_conv`], its weights laid out
+    /// here); any other on [`PlanBuilder::conv_transpose1d`].
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
+        let s = self.stride;
+        if self.k == 2 * s && x.shape.len() == 2 && x.shape[0] == self.in_c {
+            let (in_g, out_g) = (self.in_c / self.groups, self.out_c / self.groups);
+            // w2[oc * s + r, icl, 0] = w[g in_g + icl, ocl, r + s], [.., 1] = [.., r]
+            let mut w2 = vec![0f32; self.out_c * s * in_g * 2];
+            for oc in 0..self.out_c {
+                let (g, ocl) = (oc / out_g, oc % out_g);
+                for icl in 0..in_g {
+                    let src = &self.w[((g * in_g + icl) * out_g + ocl) * self.k..][..self.k];
+                    for r in 0..s {
+                        let dst = ((oc * s + r) * in_g + icl) * 2;
+                        w2[dst] = src[r + s];
+                        w2[dst + 1] = src[r];
+                    }
+                }
+            }
+            let b2 = self.b.as_ref().map(|bias| bias.iter().flat_map(|&v| std::iter::repeat_n(v, s)).collect::<Vec<f32>>());
+            let (w, bias) = upload(b, &self.name, &w2, b2.as_deref())?;
+            let spec = ConvSpec {
+                name: &self.name,
+                w: &w,
+                b: bias.as_ref(),
+                in_c: self.in_c,
+                out_c: self.out_c * s,
+                k: 2,
+                stride: 1,
+                dilation: 1,
+                groups: self.groups,
+                replicate: false,
+            };
+            return b.conv_transpose1d_as_conv(&spec, x, elu, time_major_out, s);
+        }
         let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
         let spec = ConvTrSpec {
             name: &self.name,
