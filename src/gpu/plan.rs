@@ -1375,7 +1375,13 @@ impl<'a> PlanBuilder<'a> {
             _pad: 0,
         };
         let pb = self.params(label, &p);
-        let dummy = self.dummy_out.clone();
+        // Without a norm row to write, the kernel's output binding gets a buffer of its own:
+        // a shared one would order every linear after the one before (a write to the same
+        // buffer is a barrier), also those with nothing to wait for.
+        let dummy = match norm_out {
+            Some(_) => self.dummy_out.clone(),
+            None => self.ctx.zeros(&format!("{label}.unused"), 4)?,
+        };
         let norm_out = norm_out.unwrap_or(&dummy);
         let kernel = match self.q8_dot {
             Q8Dot::I8 => &Q8_MATVEC_DOT4,

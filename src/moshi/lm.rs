@@ -224,20 +224,25 @@ impl Lm {
         // depformer: dep_q steps at fixed positions 0..dep_q over rings shared by the steps
         let mut b = PlanBuilder::new(&ctx, &frame)?;
         let dep_rings = w.depformer.plan_state(&mut b)?;
-        let y = b.tensor("depformer.x", &[1, dd])?;
-        let audio_logits = b.tensor("audio_logits", &[c.dep_q, c.card])?;
-        for k in 0..c.dep_q {
-            let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
+        // Each step's input projection depends on the temporal output only: all of them go
+        // first, each into a row of its own, so that they share no buffer they write and no
+        // barrier separates them (they run side by side, beside the text draw).
+        let ys = (0..c.dep_q).map(|k| b.tensor(&format!("depformer.x{k}"), &[1, dd])).collect::<Result<Vec<_>>>()?;
+        for (k, y) in ys.iter().enumerate() {
             let win = &w.depformer_in[k];
             let win_w = (&win.quants, &win.scales);
             match &out_row {
                 Some(row) => b.q8_linear_prenormed(&format!("depformer_in.{k}"), win_w, (dd, d), (row, RMS_EPS), (&y.buf, 0, dd), false)?,
                 None => b.q8_linear(&format!("depformer_in.{k}"), win_w, (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?,
             }
+        }
+        let audio_logits = b.tensor("audio_logits", &[c.dep_q, c.card])?;
+        for (k, y) in ys.iter().enumerate() {
+            let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
             let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
             let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
             b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
-            w.depformer.plan_step(&mut b, &y, k, &step_frame, &dep_rings, fuse, None)?;
+            w.depformer.plan_step(&mut b, y, k, &step_frame, &dep_rings, fuse, None)?;
             let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
             b.sample(
