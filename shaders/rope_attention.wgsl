@@ -8,7 +8,7 @@
 //
 //   qkv      : [t, 3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
 //   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
-//   scores   : [t, heads, ring]  scratch
+//   scores   : [t, heads, ring]  scratch, for windows over 1024 positions (else workgroup memory)
 //   out      : [t, dim / 4] vec4
 //
 // hd must be a multiple of 4, at most 256. This frame's keys and values are read from qkv,
@@ -51,6 +51,24 @@ var<workgroup> qs: array<vec4<f32>, 64>;
 // this frame's rotated keys of the head, rows 0..=r: ks[i * hd4 + e]
 var<workgroup> ks: array<vec4<f32>, 256>;
 var<workgroup> part: array<vec4<f32>, 256>;
+// the scores while the window is at most HELD positions (else in `scores`)
+const HELD: u32 = 1024u;
+var<workgroup> held: array<f32, 1024>;
+
+fn score_set(held_here: bool, so: u32, i: u32, v: f32) {
+    if (held_here) {
+        held[i] = v;
+    } else {
+        scores[so + i] = v;
+    }
+}
+
+fn score_get(held_here: bool, so: u32, i: u32) -> f32 {
+    if (held_here) {
+        return held[i];
+    }
+    return scores[so + i];
+}
 
 // Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
 fn rotate(a: vec4<f32>, j0: u32, pos: u32) -> vec4<f32> {
@@ -128,6 +146,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let window = min(p.context, p.ring);
     let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
     let nk = pos_q + 1u - lo;
+    let here = nk <= HELD;
 
     var lmax = NEG;
     for (var i = lid; i < nk; i += WG) {
@@ -149,19 +168,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             s = (acc.x + acc.y + acc.z + acc.w) * p.scale;
         }
-        scores[so + i] = s;
+        score_set(here, so, i, s);
         lmax = max(lmax, s);
     }
     let gmax = reduce_max(lid, lmax);
 
     var lsum = 0.0;
     for (var i = lid; i < nk; i += WG) {
-        let s = scores[so + i];
+        let s = score_get(here, so, i);
         var e = 0.0;
         if (s > -1.0e38) {
             e = exp(s - gmax);
         }
-        scores[so + i] = e;
+        score_set(here, so, i, e);
         lsum += e;
     }
     let den = reduce_sum(lid, lsum);
@@ -176,10 +195,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var i = kl; i < nk; i += lanes) {
             let pk = lo + i;
             if (pk >= pos0) {
-                acc += scores[so + i] * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+                acc += score_get(here, so, i) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
             } else if (pk + p.ring >= pos0 + p.t) {
                 // (a slot this frame takes scored 0: skipped, it is being written)
-                acc += scores[so + i] * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+                acc += score_get(here, so, i) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
             }
         }
     }
