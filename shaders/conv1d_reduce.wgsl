@@ -110,10 +110,24 @@ fn main(
     let g = oc / (p.out_c / p.groups);
     let x0 = t * p.stride;
     var acc = 0.0;
-    for (var e = lid; e < in_g * p.k; e += 64u) {
-        let ic = e / p.k;
-        let j = e % p.k;
-        acc += w[oc * in_g * p.k + e] * staged(g * in_g + ic, x0 + j * p.dilation, cur);
+    let n = in_g * p.k;
+    let wo = oc * n;
+    // four (weight, input) pairs a lane at a time: their loads go out together instead of
+    // one round trip to memory per pair
+    var e = lid;
+    for (; e + 192u < n; e += 256u) {
+        let w0 = w[wo + e];
+        let w1 = w[wo + e + 64u];
+        let w2 = w[wo + e + 128u];
+        let w3 = w[wo + e + 192u];
+        let a0 = staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
+        let a1 = staged(g * in_g + (e + 64u) / p.k, x0 + ((e + 64u) % p.k) * p.dilation, cur);
+        let a2 = staged(g * in_g + (e + 128u) / p.k, x0 + ((e + 128u) % p.k) * p.dilation, cur);
+        let a3 = staged(g * in_g + (e + 192u) / p.k, x0 + ((e + 192u) % p.k) * p.dilation, cur);
+        acc += (w0 * a0 + w1 * a1) + (w2 * a2 + w3 * a3);
+    }
+    for (; e < n; e += 64u) {
+        acc += w[wo + e] * staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
     }
     red[lid] = acc;
     workgroupBarrier();

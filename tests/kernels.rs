@@ -173,6 +173,7 @@ mod oracles {
                 (4, 4, 4, 2, 4, 2, false, false, true),
                 (5, 3, 10, 5, 1, 40, true, true, false),
                 (96, 10, 16, 8, 1, 2, true, true, false),
+                (200, 4, 8, 4, 1, 2, true, true, false),
                 (24, 12, 8, 4, 1, 30, true, false, true),
                 (6, 4, 5, 2, 1, 7, true, true, false),
                 (6, 4, 7, 3, 2, 5, false, true, true),
