@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::MimiWeights;
 use crate::error::{Error, Result};
-use crate::gpu::{submit_plans, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
+use crate::gpu::{FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
 use crate::gpu::FrameParams;
 
 /// Mimi as two GPU plans. Build once with [`Mimi::new`]; then per 80 ms frame
@@ -32,6 +32,7 @@ struct Direction {
     taps: BTreeMap<String, Tensor>,
     frame: wgpu::Buffer,
     readback: Readback,
+    recorder: FrameRecorder,
     pos: u32,
     first: bool,
     /// frames since the stream started
@@ -41,15 +42,16 @@ struct Direction {
 impl Direction {
     fn new(ctx: &GpuContext, b: PlanBuilder<'_>, frame: wgpu::Buffer, readback_bytes: u64) -> Self {
         let (plan, state, taps) = b.finish();
-        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), pos: 0, first: true, index: 0 }
+        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), recorder: FrameRecorder::default(), pos: 0, first: true, index: 0 }
     }
 
-    /// Write the frame uniform, replay the plan ([`submit_plans`]), copy `out` into the
-    /// readback.
+    /// Write the frame uniform, replay the plan and copy `out` (always the same buffer for
+    /// a direction) into the readback: the command buffer recorded during the last submit
+    /// ([`FrameRecorder`]).
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
         self.prepare(ctx, steps);
         let readback = &self.readback;
-        submit_plans(ctx, &[&self.plan], |enc| readback.copy(enc, out));
+        self.recorder.submit(ctx, &[&self.plan], |enc| readback.copy(enc, out));
     }
 
     /// Write the frame uniform of the next replay and advance the stream by one frame.

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{fuse_norms, submit_plans, FrameParams, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -172,6 +172,7 @@ pub struct Lm {
     out_tokens: wgpu::Buffer,
     realigned: wgpu::Buffer,
     readback: Readback,
+    recorder: FrameRecorder,
     pos: u32,
     n_in: usize,
     weights_check: LmConfig,
@@ -275,6 +276,7 @@ impl Lm {
             out_tokens,
             realigned,
             readback,
+            recorder: FrameRecorder::default(),
             pos: 0,
             n_in: 1 + c.n_q,
             weights_check: c.clone(),
@@ -288,11 +290,12 @@ impl Lm {
         self.read_tokens().await
     }
 
-    /// Upload `tokens`, record this frame's LM plan and then `decoder` (a plan reading
+    /// Upload `tokens` and submit this frame's LM plan and then `decoder` (a plan reading
     /// [`Self::realigned_tokens`], with the buffer its result is copied from and the
-    /// readback it is copied to), submitted in a few growing parts ([`submit_plans`]) so
-    /// that the GPU starts while the CPU records. The generated tokens come from
-    /// [`Self::read_tokens`].
+    /// readback it is copied to): the command buffer recorded during the last submit when
+    /// that had the same decoder, else in a few growing parts so that the GPU starts while
+    /// the CPU records ([`FrameRecorder`]); then the next frame's is recorded while the GPU
+    /// runs. The generated tokens come from [`Self::read_tokens`].
     pub fn submit(&mut self, tokens: &[i32], decoder: Option<(&Plan, &wgpu::Buffer, &Readback)>) -> Result<()> {
         self.upload(tokens)?;
         self.ctx.check_lost()?;
@@ -301,7 +304,7 @@ impl Lm {
             plans.push(plan);
         }
         let (readback, out_tokens) = (&self.readback, &self.out_tokens);
-        submit_plans(&self.ctx, &plans, |enc| {
+        self.recorder.submit(&self.ctx, &plans, |enc| {
             readback.copy(enc, out_tokens);
             if let Some((_, src, rb)) = decoder {
                 rb.copy(enc, src);

@@ -551,8 +551,8 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
         println!(
-            "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each), decode {dec_dispatches} in {}; \
-             streaming state {:.2} MiB",
+            "per frame      encode {enc_dispatches} dispatches, decode {dec_dispatches}, each in one submit of one pass \
+             recorded during the frame before (the first frame in {} and {} growing submits); streaming state {:.2} MiB",
             submits_for(enc_dispatches),
             submits_for(dec_dispatches),
             r.state_bytes as f64 / (1u64 << 20) as f64
@@ -1006,7 +1006,8 @@ async fn bench_lm(
         );
         println!(
             "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer) \
-             in {} submits of one pass each, {} bytes read back",
+             in one submit of one pass recorded during the frame before (the first frame in {} growing submits), \
+             {} bytes read back",
             submits_for(dispatches),
             r.readback_bytes
         );
@@ -1030,7 +1031,7 @@ async fn bench_lm(
         println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
         println!("* submitted and waited for apart, on a second pass over the same frames");
         if r.duplex.is_some() {
-            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (a few growing submits)");
+            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (one submit, recorded during the frame before)");
         }
         if let Some((t, d)) = r.pass_ms {
             println!("GPU time per step in one pass (timestamp queries): temporal {t:.3} ms, depformer {d:.3} ms");
