@@ -674,6 +674,11 @@ impl<'a> PlanBuilder<'a> {
         self.q8_dot = dot;
     }
 
+    /// The dot products the Q8_0 linears added from now on take.
+    pub fn q8_dot(&self) -> Q8Dot {
+        self.q8_dot
+    }
+
     /// Run the attention steps added from now on with `kernel`.
     pub fn set_attention_kernel(&mut self, kernel: AttentionKernel) {
         self.attention = kernel;

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -206,6 +206,7 @@ impl Lm {
         let out_row = if fuse { Some(b.normed_row("transformer_out", d)?) } else { None };
         w.transformer.plan_step(&mut b, &x, 0, &frame, &rings, fuse, out_row.as_ref().map(|r| (&w.out_norm, r)))?;
         let z = b.tensor("transformer_out", &[1, d])?;
+        let norm_in_linear = b.q8_dot() == Q8Dot::I8;
         if out_row.is_none() {
             b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
             b.tap("transformer_out", &z);
@@ -215,6 +216,11 @@ impl Lm {
         let tl_w = (&tl.quants, &tl.scales);
         match &out_row {
             Some(row) => b.q8_linear_prenormed("text_linear", tl_w, (c.text_card, d), (row, RMS_EPS), (&text_logits.buf, 0, c.text_card), false)?,
+            // with the i8 kernel the norm is taken by the linear from `x` as it quantizes it
+            // (`z` is written beside, for the tap, and nothing waits for it)
+            None if norm_in_linear => {
+                b.q8_linear_normed("text_linear", tl_w, (c.text_card, d), (&x, &w.out_norm, RMS_EPS), (&text_logits.buf, 0, c.text_card), false)?
+            }
             None => b.q8_linear("text_linear", tl_w, (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?,
         }
         b.tap("text_logits", &text_logits);
@@ -234,6 +240,7 @@ impl Lm {
             let win_w = (&win.quants, &win.scales);
             match &out_row {
                 Some(row) => b.q8_linear_prenormed(&format!("depformer_in.{k}"), win_w, (dd, d), (row, RMS_EPS), (&y.buf, 0, dd), false)?,
+                None if norm_in_linear => b.q8_linear_normed(&format!("depformer_in.{k}"), win_w, (dd, d), (&x, &w.out_norm, RMS_EPS), (&y.buf, 0, dd), false)?,
                 None => b.q8_linear(&format!("depformer_in.{k}"), win_w, (dd, d), 1, (&z.buf, 0), (&y.buf, 0, dd), false)?,
             }
         }
