@@ -115,6 +115,7 @@ mod native {
         let kernels = [("radix8", pipeline(&ctx, "sample_radix8", RADIX8)), ("sample", pipeline(&ctx, "sample", new))];
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: 17, ..Default::default() }));
         let tokens = ctx.zeros("tokens", IN_PASS)?;
+        let (unused, unused_out) = (ctx.zeros("unused", 4)?, ctx.zeros("unused out", 4)?);
         let rb = Readback::new(&ctx, (4 * IN_PASS) as u64);
         let mut rng = Lcg(0x3e1f_0c55);
         println!("per dispatch of {IN_PASS} in one pass (a barrier between dispatches), median of {} passes", REPS - 1);
@@ -138,9 +139,10 @@ mod native {
                 let layout = p.get_bind_group_layout(0);
                 let groups: Vec<wgpu::BindGroup> = (0..IN_PASS)
                     .map(|d| {
-                        let words = [n as u32, top_k as u32, (d * n) as u32, d as u32, greedy as u32, inv_temp.to_bits(), 42, 1 + d as u32 % 9];
+                        // (no embedding added: emb_dim 0)
+                        let words = [n as u32, top_k as u32, (d * n) as u32, d as u32, greedy as u32, inv_temp.to_bits(), 42, 1 + d as u32 % 9, 0, 0, 0, 0];
                         let params = ctx.uniform("params", bytemuck::cast_slice(&words));
-                        let bufs = [&logits, &tokens, &params, &frame];
+                        let bufs = [&logits, &tokens, &params, &frame, &unused, &unused_out];
                         let entries: Vec<wgpu::BindGroupEntry> =
                             bufs.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() }).collect();
                         ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries })

@@ -33,6 +33,10 @@ struct Params {
     inv_temp: f32,
     seed: u32,
     stream: u32,
+    emb_dim: u32,
+    emb_rows: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Frame {
@@ -46,6 +50,20 @@ struct Frame {
 @group(0) @binding(1) var<storage, read_write> tokens: array<i32>;
 @group(0) @binding(2) var<uniform> p: Params;
 @group(0) @binding(3) var<uniform> frame: Frame;
+@group(0) @binding(4) var<storage, read> emb: array<f32>;
+@group(0) @binding(5) var<storage, read_write> emb_out: array<f32>;
+
+// With p.emb_dim > 0, row `token` of `emb` ([p.emb_rows, p.emb_dim]) is added into emb_out
+// (the next depformer step's input, embed_sum.wgsl's add fused here); a token past the table
+// (-1 when n == 0) adds nothing.
+fn add_embedding(lid: u32, token: u32) {
+    if (p.emb_dim == 0u || token >= p.emb_rows) {
+        return;
+    }
+    for (var j = lid; j < p.emb_dim; j += 256u) {
+        emb_out[j] += emb[token * p.emb_dim + j];
+    }
+}
 
 // logits held whole in workgroup memory up to this n
 const HELD: u32 = 2048u;
@@ -170,6 +188,9 @@ fn consider_key(best: vec2<u32>, kv: u32, i: u32, h0: u32) -> vec2<u32> {
 }
 
 // The workgroup's best of every thread's `best`, written to tokens[p.slot].
+// the token drawn, for every thread
+var<workgroup> drawn: u32;
+
 fn finish(lid: u32, best: vec2<u32>) {
     best_k[lid] = best.x;
     best_i[lid] = best.y;
@@ -195,7 +216,9 @@ fn finish(lid: u32, best: vec2<u32>) {
             }
         }
         tokens[p.slot] = i32(b.y);
+        drawn = b.y;
     }
+    add_embedding(lid, workgroupUniformLoad(&drawn));
 }
 
 // (t0, kmax) from this thread's largest key m: t0 the top_k-th largest of the maxima with

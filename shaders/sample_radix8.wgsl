@@ -19,6 +19,10 @@ struct Params {
     inv_temp: f32,
     seed: u32,
     stream: u32,
+    emb_dim: u32,
+    emb_rows: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Frame {
@@ -32,6 +36,20 @@ struct Frame {
 @group(0) @binding(1) var<storage, read_write> tokens: array<i32>;
 @group(0) @binding(2) var<uniform> p: Params;
 @group(0) @binding(3) var<uniform> frame: Frame;
+@group(0) @binding(4) var<storage, read> emb: array<f32>;
+@group(0) @binding(5) var<storage, read_write> emb_out: array<f32>;
+
+// With p.emb_dim > 0, row `token` of `emb` ([p.emb_rows, p.emb_dim]) is added into emb_out
+// (the next depformer step's input, embed_sum.wgsl's add fused here); a token past the table
+// (-1 when n == 0) adds nothing.
+fn add_embedding(lid: u32, token: u32) {
+    if (p.emb_dim == 0u || token >= p.emb_rows) {
+        return;
+    }
+    for (var j = lid; j < p.emb_dim; j += 256u) {
+        emb_out[j] += emb[token * p.emb_dim + j];
+    }
+}
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
@@ -140,4 +158,5 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     if (lid == 0u) {
         tokens[p.slot] = i32(red_i[0]);
     }
+    add_embedding(lid, red_i[0]);
 }

@@ -33,7 +33,7 @@ fn gpu_draws_follow_softmax_top_k() {
         let tokens = ctx.zeros("tokens", draws_per_submit).unwrap();
         let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
         for s in 0..draws_per_submit {
-            b.sample("draw", (&logits_buf, 0, n), &tokens, s, (temperature, top_k), 1234, s as u32);
+            b.sample("draw", (&logits_buf, 0, n), &tokens, s, (temperature, top_k), 1234, s as u32).unwrap();
         }
         let (plan, _, _) = b.finish();
         let rb = Readback::new(&ctx, (4 * draws_per_submit) as u64);
@@ -257,7 +257,7 @@ fn gpu_draws_follow_the_rule_exactly() {
         let old_tokens = ctx.zeros("radix8 tokens", draws.len()).unwrap();
         let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
         for (slot, &(c, k, t, seed, stream)) in draws.iter().enumerate() {
-            b.sample("draw", (&logits, vectors[c].0, cases[c].0), &tokens, slot, (t, k), seed, stream);
+            b.sample("draw", (&logits, vectors[c].0, cases[c].0), &tokens, slot, (t, k), seed, stream).unwrap();
         }
         let (plan, _, _) = b.finish();
         // the four-round radix kernel (the plans' own up to 4096 logits), for a token-for-token
@@ -275,14 +275,16 @@ fn gpu_draws_follow_the_rule_exactly() {
             cache: None,
         });
         let layout = pipeline.get_bind_group_layout(0);
+        let (unused, unused_out) = (ctx.zeros("unused", 4).unwrap(), ctx.zeros("unused out", 4).unwrap());
         let groups: Vec<wgpu::BindGroup> = draws
             .iter()
             .enumerate()
             .map(|(slot, &(c, k, t, seed, stream))| {
                 let inv_temp = if t <= 0.0 { 0.0 } else { 1.0 / t };
-                let words = [cases[c].0 as u32, k as u32, vectors[c].0 as u32, slot as u32, (t <= 0.0) as u32, inv_temp.to_bits(), seed, stream];
+                // (no embedding added: emb_dim 0)
+                let words = [cases[c].0 as u32, k as u32, vectors[c].0 as u32, slot as u32, (t <= 0.0) as u32, inv_temp.to_bits(), seed, stream, 0, 0, 0, 0];
                 let params = ctx.uniform("radix8 params", bytemuck::cast_slice(&words));
-                let entries = [&logits, &old_tokens, &params, &frame];
+                let entries = [&logits, &old_tokens, &params, &frame, &unused, &unused_out];
                 let entries: Vec<wgpu::BindGroupEntry> =
                     entries.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() }).collect();
                 ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries })
@@ -325,5 +327,50 @@ fn gpu_draws_follow_the_rule_exactly() {
         }
         eprintln!("{checked} draws checked against the rule ({near} within 1e-4 of another value) and the radix kernel");
         assert!(near * 100 <= checked, "{near} of {checked} draws too close to call");
+    });
+}
+
+/// `sample_then_embed` adds the drawn token's row of the table into the output row, on both
+/// kernels (the radix one up to 4096 logits, the bounded one above); the drawn tokens are
+/// the greedy argmaxes, a plain `sample` beside them included.
+#[test]
+fn a_draw_adds_its_tokens_embedding_row() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("adapter");
+        let (rows, dim) = (9usize, 300usize);
+        let table_rows: Vec<f32> = (0..rows * dim).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
+        let table = inferencelayer::gpu::SplitTable::zeros(&ctx, "table", rows, dim).unwrap();
+        table.write_rows(&ctx.queue, 0, &table_rows).unwrap();
+        let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+        let start: Vec<f32> = (0..dim).map(|j| j as f32 * 0.01).collect();
+        // (n, argmax): below and above the radix kernel's 4096
+        let cases = [(2048usize, 5usize), (5000, 3)];
+        let mut outs = Vec::new();
+        let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+        let tokens = ctx.zeros("tokens", 3).unwrap();
+        let mut keep = Vec::new();
+        for (slot, &(n, arg)) in cases.iter().enumerate() {
+            let logits: Vec<f32> = (0..n).map(|i| if i == arg { 4.0 } else { (i % 13) as f32 * 0.1 }).collect();
+            let lb = ctx.storage_f32("logits", &logits).unwrap();
+            let out = ctx.storage_f32("out", &start).unwrap();
+            b.sample_then_embed("draw", (&lb, 0, n), &tokens, slot, (0.0, 0), 1, 1, Some((&table, &out))).unwrap();
+            outs.push(out);
+            keep.push(lb);
+        }
+        b.sample("plain draw", (&keep[0], 0, cases[0].0), &tokens, 2, (0.0, 0), 1, 1).unwrap();
+        let (plan, _, _) = b.finish();
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            plan.record(&mut pass);
+        }
+        ctx.queue.submit([enc.finish()]);
+        let got: Vec<i32> = ctx.read_f32(&tokens, 3).await.unwrap().iter().map(|f| f.to_bits() as i32).collect();
+        assert_eq!(got, vec![5, 3, 5], "greedy tokens");
+        for (out, &(_, arg)) in outs.iter().zip(&cases) {
+            let row = ctx.read_f32(out, dim).await.unwrap();
+            let want: Vec<f32> = (0..dim).map(|j| start[j] + table_rows[arg * dim + j]).collect();
+            assert_eq!(row, want, "row {arg} added");
+        }
     });
 }

@@ -62,8 +62,8 @@ kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
-kernel!(SAMPLE, "sample", [R, RW, U, U]);
-kernel!(SAMPLE_RADIX8, "sample_radix8", [R, RW, U, U]);
+kernel!(SAMPLE, "sample", [R, RW, U, U, R, RW]);
+kernel!(SAMPLE_RADIX8, "sample_radix8", [R, RW, U, U, R, RW]);
 kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
@@ -306,6 +306,10 @@ pub(crate) struct SampleParams {
     pub inv_temp: f32,
     pub seed: u32,
     pub stream: u32,
+    /// > 0: the drawn token's row of a `[emb_rows, emb_dim]` table is added into a row
+    pub emb_dim: u32,
+    pub emb_rows: u32,
+    pub _pad: [u32; 2],
 }
 
 // Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
@@ -325,5 +329,5 @@ const _: () = {
     assert!(std::mem::size_of::<VqDecodeProjParams>() == 32);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 48);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
-    assert!(std::mem::size_of::<SampleParams>() == 32);
+    assert!(std::mem::size_of::<SampleParams>() == 48);
 };

@@ -1506,7 +1506,33 @@ impl<'a> PlanBuilder<'a> {
         (temperature, top_k): (f32, usize),
         seed: u32,
         stream: u32,
-    ) {
+    ) -> Result<()> {
+        self.sample_then_embed(label, (logits, offset, n), tokens, slot, (temperature, top_k), seed, stream, None)
+    }
+
+    /// [`Self::sample`], then, when `embed` is given, the drawn token's row of its table
+    /// (one part of a [`SplitTable`], rows from 0) added into `out` `[cols]` by the same
+    /// dispatch (a following [`Self::embed_sum`] of that token, fused). [`Error::Input`]
+    /// when the table is split into several parts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample_then_embed(
+        &mut self,
+        label: &str,
+        (logits, offset, n): (&wgpu::Buffer, usize, usize),
+        tokens: &wgpu::Buffer,
+        slot: usize,
+        (temperature, top_k): (f32, usize),
+        seed: u32,
+        stream: u32,
+        embed: Option<(&SplitTable, &wgpu::Buffer)>,
+    ) -> Result<()> {
+        let (emb, emb_out, emb_dim, emb_rows) = match embed {
+            None => (self.dummy.clone(), self.ctx.zeros(&format!("{label}.unused"), 4)?, 0, 0),
+            Some((table, out)) => match table.parts.as_slice() {
+                [(buf, 0, rows)] => (buf.clone(), out.clone(), table.cols, *rows),
+                _ => return Err(Error::Input(format!("{label}: table `{}` is in {} parts; a draw adds from one", table.name, table.parts.len()))),
+            },
+        };
         let greedy = temperature <= 0.0;
         let p = SampleParams {
             n: n as u32,
@@ -1517,6 +1543,9 @@ impl<'a> PlanBuilder<'a> {
             inv_temp: if greedy { 0.0 } else { 1.0 / temperature },
             seed,
             stream,
+            emb_dim: emb_dim as u32,
+            emb_rows: emb_rows as u32,
+            _pad: [0; 2],
         };
         let pb = self.params(label, &p);
         let frame = self.frame.clone();
@@ -1524,7 +1553,8 @@ impl<'a> PlanBuilder<'a> {
         // for the audio codebooks' 2048 logits (11.9 against 17.8 us on an H200), the
         // bounded one for the text vocabulary (17.1 against 73.6 us at 32000).
         let kernel = if n <= SAMPLE_RADIX8_MAX { &SAMPLE_RADIX8 } else { &SAMPLE };
-        self.step(kernel, label.to_string(), &[logits, tokens, &pb, &frame], [1, 1]);
+        self.step(kernel, label.to_string(), &[logits, tokens, &pb, &frame, &emb, &emb_out], [1, 1]);
+        Ok(())
     }
 
     /// LMGen's realignment: record `generated` (`n` i32 tokens) in a history ring of `ct`

@@ -224,7 +224,7 @@ impl Lm {
             None => b.q8_linear("text_linear", tl_w, (c.text_card, d), 1, (&z.buf, 0), (&text_logits.buf, 0, c.text_card), false)?,
         }
         b.tap("text_logits", &text_logits);
-        b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0);
+        b.sample("sample text", (&text_logits.buf, 0, c.text_card), &out_tokens, 0, (sampling.text.temperature, sampling.text.top_k), sampling.seed, 0)?;
 
         let (temporal, temporal_state, _) = b.finish();
 
@@ -245,15 +245,21 @@ impl Lm {
             }
         }
         let audio_logits = b.tensor("audio_logits", &[c.dep_q, c.card])?;
+        // the draw of step k adds step k + 1's embedding of its token itself (one dispatch
+        // fewer a step) where that table is in one part
+        let fused_embed = |k: usize| k > 0 && w.depformer_emb[k - 1].parts.len() == 1;
         for (k, y) in ys.iter().enumerate() {
             let step_frame = ctx.uniform("depformer step", bytemuck::bytes_of(&FrameParams { pos: k as u32, ..Default::default() }));
-            let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
-            let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
-            b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
+            if !fused_embed(k) {
+                let table = if k == 0 { &w.depformer_text_emb } else { &w.depformer_emb[k - 1] };
+                let rows = if k == 0 { c.text_card + 1 } else { c.card + 1 };
+                b.embed_sum(&format!("depformer_emb.{k}"), table, (1, rows, dd), &out_tokens, k, &y.buf, true)?;
+            }
             w.depformer.plan_step(&mut b, y, k, &step_frame, &dep_rings, fuse, None)?;
             let lin = &w.linears[k];
             b.q8_linear(&format!("linears.{k}"), (&lin.quants, &lin.scales), (c.card, dd), 1, (&y.buf, 0), (&audio_logits.buf, k * c.card, c.card), false)?;
-            b.sample(
+            let embed = if k + 1 < c.dep_q && fused_embed(k + 1) { Some((&w.depformer_emb[k], &ys[k + 1].buf)) } else { None };
+            b.sample_then_embed(
                 &format!("sample audio {k}"),
                 (&audio_logits.buf, k * c.card, c.card),
                 &out_tokens,
@@ -261,7 +267,8 @@ impl Lm {
                 (sampling.audio.temperature, sampling.audio.top_k),
                 sampling.seed,
                 1 + k as u32,
-            );
+                embed,
+            )?;
         }
         // LMGen's delays on the GPU: the realigned frame for a decoder in the same submit
         let realigned = ctx.zeros("lm realigned tokens", 1 + c.dep_q)?;
