@@ -1,7 +1,7 @@
 // Causal streaming Conv1d for deep, short layers: one workgroup of 64 threads per output
 // element, the threads striding over (input channel, tap) pairs, then a tree reduction. Same
-// bindings, parameters, staging, carry and result as conv1d.wgsl (which gives each output
-// one thread and suits wide, long layers); the plan builder picks one by shape.
+// bindings, parameters, staging, carry and result as conv1d_tiled.wgsl (a workgroup per tile
+// of outputs, which suits wide, long layers); the plan builder picks one by shape.
 //
 //   w    : [out_c, in_c / groups, k]   b : [out_c]
 //   x    : [in_c, t], or [t, in_c] when p.time_major == 1

@@ -45,11 +45,11 @@ fn every_kernel_validates_and_matches_its_binding_table() {
 
 mod oracles {
     //! Fused kernel modes against CPU oracles: the streaming convs with their staging and
-    //! carry inside the conv dispatch (both conv kernels, ELU on load, time-major input,
+    //! carry inside the conv dispatch (both conv kernels at Mimi's shapes, ELU on load, time-major input,
     //! replicate padding, a prefix longer than the frame, no prefix), the transposed conv
     //! with its overlap tail, over several frames; the LayerNorm-fused linear; rope, KV push
     //! and attention of several steps in one dispatch, across ring wraps.
-    use inferencelayer::gpu::{FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
+    use inferencelayer::gpu::{ConvKernel, FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
 
     struct Lcg(u64);
@@ -83,78 +83,108 @@ mod oracles {
         (0..cols * rows).map(|i| x[(i % rows) * cols + i / rows]).collect()
     }
 
-    /// (in_c, out_c, k, stride, dilation, t, elu, time_major (in, out), replicate, residual)
-    type ConvCase = (usize, usize, usize, usize, usize, usize, bool, (bool, bool), bool, bool);
+    /// (in_c, out_c, k, stride, dilation, groups, t, elu, time_major (in, out), replicate,
+    /// residual)
+    type ConvCase = (usize, usize, usize, usize, usize, usize, usize, bool, (bool, bool), bool, bool);
 
+    /// Each case on each conv kernel (by shape, tiled, a workgroup per output), four frames
+    /// of two streams against the CPU oracle.
     #[test]
     fn streaming_convs_stage_and_carry_inside_the_conv_dispatch() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0xc0_4f_1d);
-            let cases: [ConvCase; 8] = [
-                // a thread per output, dilated, ELU on load, a residual
-                (8, 6, 3, 1, 2, 40, true, (false, false), false, true),
-                // a workgroup per output, strided, replicate padding, time-major input
-                (64, 16, 4, 2, 1, 2, true, (true, false), true, false),
-                // the prefix (6) longer than the frame (2): a workgroup per output, then a
-                // thread per output
-                (32, 8, 7, 1, 1, 2, false, (true, false), false, false),
-                (3, 4, 7, 1, 1, 2, true, (false, false), false, false),
+            let cases: [ConvCase; 17] = [
+                // dilated, ELU on load, a residual
+                (8, 6, 3, 1, 2, 1, 40, true, (false, false), false, true),
+                // strided, replicate padding, time-major input
+                (64, 16, 4, 2, 1, 1, 2, true, (true, false), true, false),
+                // the prefix (6) longer than the frame (2)
+                (32, 8, 7, 1, 1, 1, 2, false, (true, false), false, false),
+                (3, 4, 7, 1, 1, 1, 2, true, (false, false), false, false),
                 // no prefix (1x1), ELU on load
-                (16, 8, 1, 1, 1, 10, true, (false, false), false, true),
+                (16, 8, 1, 1, 1, 1, 10, true, (false, false), false, true),
                 // SEANet's downsampling shape: kernel twice the stride, prefix = stride
-                (16, 32, 8, 4, 1, 16, true, (false, false), false, false),
-                // time-major output (the encoder's last conv), both kernels, with a residual
-                (64, 8, 3, 1, 1, 2, true, (false, true), false, true),
-                (4, 8, 3, 1, 1, 12, true, (false, true), false, true),
+                (16, 32, 8, 4, 1, 1, 16, true, (false, false), false, false),
+                // time-major output (the encoder's last conv), with a residual
+                (64, 8, 3, 1, 1, 1, 2, true, (false, true), false, true),
+                (4, 8, 3, 1, 1, 1, 12, true, (false, true), false, true),
+                // Mimi's first conv and first residual block at their shapes (64 x 1920)
+                (1, 64, 7, 1, 1, 1, 1920, false, (false, false), false, false),
+                (64, 32, 3, 1, 1, 1, 1920, true, (false, false), false, false),
+                (32, 64, 1, 1, 1, 1, 1920, true, (false, false), false, true),
+                // Mimi's downsampling strides (4, 5, 8 with k = 2 * stride), channels and
+                // columns not a multiple of the 16 x 16 tile, several chunks of input
+                // channels, replicate padding, time-major in and out
+                (20, 40, 8, 4, 1, 1, 200, true, (false, false), true, false),
+                (24, 36, 10, 5, 1, 1, 160, true, (true, false), true, false),
+                (12, 20, 16, 8, 1, 1, 64, true, (false, true), true, false),
+                // a k3 residual block (dim -> dim / 2 -> dim) off the tile's multiples
+                (70, 35, 3, 1, 1, 1, 100, true, (false, false), false, false),
+                (35, 70, 1, 1, 1, 1, 100, true, (false, false), false, true),
+                // groups (4 groups of 8 -> 12: a tile within one group), dilated
+                (32, 48, 3, 1, 3, 4, 40, true, (false, false), false, true),
             ];
-            for (i, &(in_c, out_c, k, stride, dilation, t, elu, (time_major, time_major_out), replicate, residual)) in cases.iter().enumerate() {
+            for (i, &(in_c, out_c, k, stride, dilation, groups, t, elu, (time_major, time_major_out), replicate, residual)) in cases.iter().enumerate() {
                 let conv = Conv1d {
                     name: format!("conv{i}"),
-                    w: rng.vec(out_c * in_c * k),
+                    w: rng.vec(out_c * (in_c / groups) * k),
                     b: Some(rng.vec(out_c)),
                     in_c,
                     out_c,
                     k,
                     stride,
                     dilation,
-                    groups: 1,
+                    groups,
                     replicate,
                 };
                 let t_out = t / stride;
-                let x = Tensor { buf: ctx.zeros("x", in_c * t).unwrap(), shape: if time_major { vec![t, in_c] } else { vec![in_c, t] } };
-                let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: if time_major_out { vec![t_out, out_c] } else { vec![out_c, t_out] } };
-                let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
-                let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                let y = conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res)).unwrap();
-                let (plan, state, _) = b.finish();
-                assert_eq!(plan.dispatches(), 1, "case {i}: one dispatch per conv");
-                for stream in 0..2 {
-                    let mut st = conv.state();
-                    for f in 0..4u32 {
-                        let xs = rng.vec(in_c * t);
-                        let rs = rng.vec(out_c * t_out);
-                        let up = if time_major { transpose(&xs, in_c, t) } else { xs.clone() };
-                        ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&up));
-                        let rs_up = if time_major_out { transpose(&rs, out_c, t_out) } else { rs.clone() };
-                        ctx.queue.write_buffer(&res.buf, 0, bytemuck::cast_slice(&rs_up));
-                        let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
-                        ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
-                        replay(&ctx, &plan);
-                        let mut want = conv.step(&mut st, &xs, elu);
-                        if residual {
-                            want.iter_mut().zip(&rs).for_each(|(w, r)| *w += r);
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce] {
+                    let x = Tensor { buf: ctx.zeros("x", in_c * t).unwrap(), shape: if time_major { vec![t, in_c] } else { vec![in_c, t] } };
+                    let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: if time_major_out { vec![t_out, out_c] } else { vec![out_c, t_out] } };
+                    let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+                    let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+                    b.set_conv_kernel(kernel);
+                    let y = conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res)).unwrap();
+                    let (plan, state, _) = b.finish();
+                    assert_eq!(plan.dispatches(), 1, "case {i}, {kernel:?}: one dispatch per conv");
+                    for stream in 0..2 {
+                        let mut st = conv.state();
+                        for f in 0..4u32 {
+                            let xs = rng.vec(in_c * t);
+                            let rs = rng.vec(out_c * t_out);
+                            let up = if time_major { transpose(&xs, in_c, t) } else { xs.clone() };
+                            ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&up));
+                            let rs_up = if time_major_out { transpose(&rs, out_c, t_out) } else { rs.clone() };
+                            ctx.queue.write_buffer(&res.buf, 0, bytemuck::cast_slice(&rs_up));
+                            let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
+                            ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
+                            replay(&ctx, &plan);
+                            let mut want = conv.step(&mut st, &xs, elu);
+                            if residual {
+                                want.iter_mut().zip(&rs).for_each(|(w, r)| *w += r);
+                            }
+                            let mut got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
+                            if time_major_out {
+                                got = transpose(&got, t_out, out_c);
+                            }
+                            let e = rel_err(&got, &want);
+                            assert!(e < 1e-5, "case {i}, {kernel:?}, stream {stream}, frame {f}: relative error {e:e}");
                         }
-                        let mut got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
-                        if time_major_out {
-                            got = transpose(&got, t_out, out_c);
-                        }
-                        let e = rel_err(&got, &want);
-                        assert!(e < 1e-5, "case {i}, stream {stream}, frame {f}: relative error {e:e}");
+                        state.reset(&ctx);
                     }
-                    state.reset(&ctx);
                 }
             }
+            // a kernel of 160 taps passes the tiled kernel's weights in workgroup memory: an
+            // error when asked for, the reduction kernel by shape
+            let conv = Conv1d { name: "long".into(), w: rng.vec(2 * 160), b: None, in_c: 1, out_c: 2, k: 160, stride: 1, dilation: 1, groups: 1, replicate: false };
+            let x = Tensor { buf: ctx.zeros("x", 8).unwrap(), shape: vec![1, 8] };
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_conv_kernel(ConvKernel::Tiled);
+            assert!(conv.plan(&mut b, &x, false, false, false, None).is_err(), "160 taps on the tiled kernel");
+            b.set_conv_kernel(ConvKernel::Auto);
+            conv.plan(&mut b, &x, false, false, false, None).expect("160 taps by shape");
         });
     }
 
@@ -165,9 +195,10 @@ mod oracles {
             let mut rng = Lcg(0x7c_0a_9e);
             // (in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out): SEANet's
             // upsampling, Mimi's channel-wise upsample (time-major out, for the transformer);
-            // kernels of twice the stride run as a conv into phases (a deep, short layer on
-            // the conv kernel of a workgroup per output, the others on a thread per output),
-            // other kernels on the transposed-conv kernel
+            // kernels of twice the stride run as a conv into phases, on each conv kernel (by
+            // shape: a deep, short layer on the one of a workgroup per output, the others
+            // tiled), other kernels on the transposed-conv kernel; Mimi's last upsampling
+            // (128 -> 64, stride 4, 480 columns), its channel-wise upsample (512 groups)
             let cases = [
                 (8usize, 6usize, 4usize, 2usize, 1usize, 3usize, true, true, false),
                 (4, 4, 4, 2, 4, 2, false, false, true),
@@ -177,6 +208,9 @@ mod oracles {
                 (24, 12, 8, 4, 1, 30, true, false, true),
                 (6, 4, 5, 2, 1, 7, true, true, false),
                 (6, 4, 7, 3, 2, 5, false, true, true),
+                (128, 64, 8, 4, 1, 480, true, true, false),
+                (20, 9, 10, 5, 1, 24, true, true, true),
+                (512, 512, 4, 2, 512, 1, false, false, true),
             ];
             for (i, &(in_c, out_c, k, stride, groups, t_in, elu, bias, time_major_out)) in cases.iter().enumerate() {
                 let convtr = ConvTr1d {
@@ -190,26 +224,29 @@ mod oracles {
                     groups,
                 };
                 let ts = t_in * stride;
-                let x = Tensor { buf: ctx.zeros("x", in_c * t_in).unwrap(), shape: vec![in_c, t_in] };
-                let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
-                let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                let y = convtr.plan(&mut b, &x, elu, time_major_out).unwrap();
-                let (plan, _, _) = b.finish();
-                assert_eq!(plan.dispatches(), 1, "case {i}: one dispatch per transposed conv");
-                let mut st = convtr.state();
-                for f in 0..4u32 {
-                    let xs = rng.vec(in_c * t_in);
-                    ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&xs));
-                    let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
-                    ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
-                    replay(&ctx, &plan);
-                    let want = convtr.step(&mut st, &xs, elu);
-                    let mut got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
-                    if time_major_out {
-                        got = transpose(&got, ts, out_c);
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce] {
+                    let x = Tensor { buf: ctx.zeros("x", in_c * t_in).unwrap(), shape: vec![in_c, t_in] };
+                    let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+                    let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+                    b.set_conv_kernel(kernel);
+                    let y = convtr.plan(&mut b, &x, elu, time_major_out).unwrap();
+                    let (plan, _, _) = b.finish();
+                    assert_eq!(plan.dispatches(), 1, "case {i}, {kernel:?}: one dispatch per transposed conv");
+                    let mut st = convtr.state();
+                    for f in 0..4u32 {
+                        let xs = rng.vec(in_c * t_in);
+                        ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&xs));
+                        let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
+                        ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
+                        replay(&ctx, &plan);
+                        let want = convtr.step(&mut st, &xs, elu);
+                        let mut got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
+                        if time_major_out {
+                            got = transpose(&got, ts, out_c);
+                        }
+                        let e = rel_err(&got, &want);
+                        assert!(e < 1e-5, "case {i}, {kernel:?}, frame {f}: relative error {e:e}");
                     }
-                    let e = rel_err(&got, &want);
-                    assert!(e < 1e-5, "case {i}, frame {f}: relative error {e:e}");
                 }
             }
         });

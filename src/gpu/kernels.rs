@@ -39,7 +39,7 @@ macro_rules! kernel {
     };
 }
 
-kernel!(CONV1D, "conv1d", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_TILED, "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
@@ -68,7 +68,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D, CONV1D_REDUCE, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    CONV1D_TILED, CONV1D_REDUCE, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
 ];

@@ -393,6 +393,33 @@ const MATVEC_ROWS: usize = 4;
 /// Threads per workgroup of `q8_matvec`.
 const WG_Q8: usize = 256;
 
+/// Output channels x output columns of one `conv1d_tiled` workgroup (`TO`, `TT` in the
+/// shader).
+const CONV_TILE: (usize, usize) = (16, 16);
+/// Workgroup floats of `conv1d_tiled` for one chunk's input window (`XS`) and weights (`WS`):
+/// a conv fits the kernel where its tile's window, `(TT - 1) * stride + (k - 1) * dilation + 1`
+/// columns, is at most `XS` and `k` at most `WS / TO - 1`.
+const CONV_TILED_WINDOW: usize = 1280;
+const CONV_TILED_WEIGHTS: usize = 2560;
+
+/// Which kernel a streaming conv ([`PlanBuilder::conv1d`], and a transposed conv as a conv:
+/// [`PlanBuilder::conv_transpose1d_as_conv`]) runs. Both take the same
+/// bindings and give the same result, summed in different orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvKernel {
+    /// By shape (the default): `conv1d_reduce` for deep, short layers (at most 16384
+    /// outputs and a reduction of at least 128), long reductions (1024 or more) and shapes
+    /// past the tiled kernel's workgroup memory, `conv1d_tiled` for the others.
+    Auto,
+    /// `conv1d_tiled` (a workgroup per 16 output channels x 16 columns of one group, input
+    /// window and weights staged in workgroup memory) at every shape that fits it; a conv
+    /// that does not is an [`Error::Config`].
+    Tiled,
+    /// `conv1d_reduce` (a workgroup per output, 64 threads over the reduction) at every
+    /// shape.
+    Reduce,
+}
+
 /// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
 /// ([`Q8Kernel::dispatch`]). [`PlanBuilder::new`] takes it from `INFERENCELAYER_Q8_LANES`
 /// ([`Q8Kernel::from_env`]), so that one build can compare them.
@@ -622,6 +649,7 @@ pub struct PlanBuilder<'a> {
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
+    conv: ConvKernel,
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -661,6 +689,7 @@ impl<'a> PlanBuilder<'a> {
                 dot => dot,
             },
             attention: AttentionKernel::from_env()?,
+            conv: ConvKernel::Auto,
         })
     }
 
@@ -682,6 +711,12 @@ impl<'a> PlanBuilder<'a> {
     /// Run the attention steps added from now on with `kernel`.
     pub fn set_attention_kernel(&mut self, kernel: AttentionKernel) {
         self.attention = kernel;
+    }
+
+    /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::Auto`] until
+    /// set).
+    pub fn set_conv_kernel(&mut self, kernel: ConvKernel) {
+        self.conv = kernel;
     }
 
     /// The context the plan is built on.
@@ -833,14 +868,29 @@ impl<'a> PlanBuilder<'a> {
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
         let frame = self.frame.clone();
         // Deep, short layers (few outputs, long reductions) and long reductions get a
-        // workgroup per output; wide, long ones a thread per output.
+        // workgroup per output: a tile of 16 x 16 outputs would leave most of the GPU idle
+        // there (Mimi's 512 x 16 blocks: 16 to 32 workgroups) and most of its threads (2
+        // columns of 16), and each thread would sum the whole reduction; wide, long ones a
+        // workgroup per tile of outputs, each input and weight read once per tile.
         let outputs = spec.out_c * t_out;
         let reduction = (spec.in_c / spec.groups) * spec.k;
+        let (to, tt) = CONV_TILE;
+        let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
+        let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
+        let tiled = match self.conv {
+            ConvKernel::Auto => fits && !(reduction >= 1024 || (outputs <= 16384 && reduction >= 128)),
+            ConvKernel::Tiled if fits => true,
+            ConvKernel::Tiled => {
+                return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
+            }
+            ConvKernel::Reduce => false,
+        };
         let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
-        if reduction >= 1024 || (outputs <= 16384 && reduction >= 128) {
-            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
+        if tiled {
+            let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
+            self.step(&CONV1D_TILED, spec.name.to_string(), &bufs, grid_for(tiles));
         } else {
-            self.step(&CONV1D, spec.name.to_string(), &bufs, threads(outputs));
+            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
         }
         Ok(y)
     }

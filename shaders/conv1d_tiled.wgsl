@@ -1,0 +1,241 @@
+// Causal streaming Conv1d over one frame (moshi.modules.conv.StreamingConv1d in streaming
+// mode) for wide, long layers: a workgroup of 64 threads computes a tile of TO output
+// channels x TT output columns of one group. For each chunk of the group's input channels
+// it stages the tile's input window into workgroup memory once (the carried prefix, the
+// replicate padding and the ELU resolved as each element is staged) and the matching
+// weights, then each thread accumulates 2 output channels x 2 columns from workgroup
+// memory. Same bindings, parameters, staging, carry and result as conv1d_reduce.wgsl (a
+// workgroup per output, for deep, short layers); the plan builder picks one by shape.
+//
+//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
+//   b    : [out_c]                     (read only when p.has_bias == 1)
+//   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
+//   prev : [2, in_c, tp]  the carried prefix (`previous`, activation applied) in two halves:
+//          half frame.index % 2 is this frame's, the other receives the next frame's (one
+//          buffer read and rewritten in place would race between workgroups)
+//   res  : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
+//   y    : [out_c, t_out], or [t_out, out_c] when p.time_major_out == 1 (res then too);
+//          with p.phases > 1 the channels' phases interleaved in time (out_index)
+//
+// The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
+// after, act being ELU (alpha 1) when p.elu == 1. On the first frame of a stream a conv
+// with pad_mode "replicate" takes its prefix from the first fresh column.
+// y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation],
+// summed in that order (input channel, then tap: the CPU oracle's order).
+// The next prefix is xa[c, t + i] for i < tp, written strided over every thread of the grid.
+//
+// Grid: groups * ceil(out_g / TO) * ceil(t_out / TT) workgroups (linear over x then y), the
+// column tile fastest. A tile's window is win = (TT - 1) * stride + (k - 1) * dilation + 1
+// columns; a chunk takes min(in_g, XS / win, (WS / TO - 1) / k) channels, so the plan builder
+// sends a conv here only where win <= XS and k <= WS / TO - 1 (CONV_TILED_* in plan.rs).
+// Workgroup memory: (XS + WS) * 4 = 15360 bytes, under WebGPU's default 16384.
+
+struct Params {
+    in_c: u32,
+    out_c: u32,
+    k: u32,
+    stride: u32,
+    dilation: u32,
+    groups: u32,
+    t_out: u32,
+    t: u32,
+    tp: u32,
+    has_bias: u32,
+    residual: u32,
+    time_major: u32,
+    elu: u32,
+    replicate: u32,
+    time_major_out: u32,
+    phases: u32,
+}
+
+struct Frame {
+    pos: u32,
+    first: u32,
+    index: u32,
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> prev: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> frame: Frame;
+
+// output channels per tile (threads: TO / 2 rows)
+const TO: u32 = 16u;
+// output columns per tile (threads: TT / 2 columns)
+const TT: u32 = 16u;
+// workgroup floats for one chunk's input window [channels, win]
+const XS: u32 = 1280u;
+// workgroup floats for one chunk's weights [TO, channels * k (odd stride)]
+const WS: u32 = 2560u;
+
+var<workgroup> xs: array<f32, XS>;
+var<workgroup> ws: array<f32, WS>;
+
+// Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
+// phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
+// column t of phase r is column t * P + r (a transposed conv of stride P computed as a
+// conv, see PlanBuilder::conv_transpose1d).
+fn out_index(oc: u32, t: u32) -> u32 {
+    let ph = max(p.phases, 1u);
+    let c = oc / ph;
+    let col = t * ph + oc % ph;
+    if (p.time_major_out == 1u) {
+        return col * (p.out_c / ph) + c;
+    }
+    return c * (p.t_out * ph) + col;
+}
+
+// act(x[c, i])
+fn fresh(c: u32, i: u32) -> f32 {
+    var v: f32;
+    if (p.time_major == 1u) {
+        v = x[i * p.in_c + c];
+    } else {
+        v = x[c * p.t + i];
+    }
+    if (p.elu == 1u && v < 0.0) {
+        v = exp(v) - 1.0;
+    }
+    return v;
+}
+
+// xa[c, j], the prefix read from half `cur`
+fn staged(c: u32, j: u32, cur: u32) -> f32 {
+    if (j >= p.tp) {
+        return fresh(c, j - p.tp);
+    }
+    if (p.replicate == 1u && frame.first == 1u) {
+        return fresh(c, 0u);
+    }
+    return prev[(cur * p.in_c + c) * p.tp + j];
+}
+
+// y[oc, t] = acc (+ res), where the tile holds that output
+fn store(oc: u32, t: u32, ok: bool, acc: f32) {
+    if (!ok) {
+        return;
+    }
+    let yo = out_index(oc, t);
+    var v = acc;
+    if (p.residual == 1u) {
+        v += res[yo];
+    }
+    y[yo] = v;
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+) {
+    let lid = lid3.x;
+    let tile = wid.x + wid.y * nwg.x;
+    let cur = frame.index % 2u;
+    // the next frame's prefix, strided over every thread of the grid
+    let threads = nwg.x * nwg.y * 64u;
+    for (var e = tile * 64u + lid; e < p.in_c * p.tp; e += threads) {
+        let c = e / p.tp;
+        let i = e % p.tp;
+        prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
+    }
+    let in_g = p.in_c / p.groups;
+    let out_g = p.out_c / p.groups;
+    let oc_tiles = (out_g + TO - 1u) / TO;
+    let t_tiles = (p.t_out + TT - 1u) / TT;
+    if (tile >= p.groups * oc_tiles * t_tiles) {
+        return;
+    }
+    let g = tile / (oc_tiles * t_tiles);
+    let ol0 = ((tile / t_tiles) % oc_tiles) * TO;
+    let oc0 = g * out_g + ol0;
+    let n_oc = min(TO, out_g - ol0);
+    let t0 = (tile % t_tiles) * TT;
+    // the tile's first column of xa, its window, xa's length
+    let j0 = t0 * p.stride;
+    let win = (TT - 1u) * p.stride + (p.k - 1u) * p.dilation + 1u;
+    let ta = p.tp + p.t;
+    // (at least 1, so that a shape the plan builder would never send here cannot loop forever)
+    let cc = max(1u, min(in_g, min(XS / win, (WS / TO - 1u) / p.k)));
+    // this thread's outputs: channels ty, ty + 8 and columns tx, tx + 8 of the tile
+    let tx = lid % 8u;
+    let ty = lid / 8u;
+    let ok0 = ty < n_oc;
+    let ok1 = ty + 8u < n_oc;
+    var a00 = 0.0;
+    var a01 = 0.0;
+    var a10 = 0.0;
+    var a11 = 0.0;
+    if (p.has_bias == 1u) {
+        if (ok0) {
+            a00 = b[oc0 + ty];
+            a01 = a00;
+        }
+        if (ok1) {
+            a10 = b[oc0 + ty + 8u];
+            a11 = a10;
+        }
+    }
+    let xs1 = 8u * p.stride;
+    for (var c0 = 0u; c0 < in_g; c0 += cc) {
+        let n_c = min(cc, in_g - c0);
+        let row = n_c * p.k;
+        // an odd row stride: the 4 channel rows a warp reads at once lie in distinct banks
+        let wst = row | 1u;
+        // the previous chunk's reads are done
+        workgroupBarrier();
+        for (var e = lid; e < n_c * win; e += 64u) {
+            var c: u32;
+            var j: u32;
+            if (p.time_major == 1u) {
+                c = e % n_c;
+                j = e / n_c;
+            } else {
+                c = e / win;
+                j = e % win;
+            }
+            var v = 0.0;
+            if (j0 + j < ta) {
+                v = staged(g * in_g + c0 + c, j0 + j, cur);
+            }
+            xs[c * win + j] = v;
+        }
+        for (var e = lid; e < TO * row; e += 64u) {
+            let o = e / row;
+            let r = e % row;
+            var v = 0.0;
+            if (o < n_oc) {
+                v = w[((oc0 + o) * in_g + c0) * p.k + r];
+            }
+            ws[o * wst + r] = v;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < n_c; c++) {
+            let xc = c * win + tx * p.stride;
+            let wc = ty * wst + c * p.k;
+            for (var j = 0u; j < p.k; j++) {
+                let xo = xc + j * p.dilation;
+                let x0 = xs[xo];
+                let x1 = xs[xo + xs1];
+                let w0 = ws[wc + j];
+                let w1 = ws[wc + j + 8u * wst];
+                a00 += w0 * x0;
+                a01 += w0 * x1;
+                a10 += w1 * x0;
+                a11 += w1 * x1;
+            }
+        }
+    }
+    let t_a = t0 + tx;
+    let t_b = t0 + tx + 8u;
+    store(oc0 + ty, t_a, ok0 && t_a < p.t_out, a00);
+    store(oc0 + ty, t_b, ok0 && t_b < p.t_out, a01);
+    store(oc0 + ty + 8u, t_a, ok1 && t_a < p.t_out, a10);
+    store(oc0 + ty + 8u, t_b, ok1 && t_b < p.t_out, a11);
+}
