@@ -1,10 +1,11 @@
 // Causal streaming Conv1d over one frame (moshi.modules.conv.StreamingConv1d in streaming
-// mode) for wide, long layers: a workgroup of 64 threads computes a tile of TO output
+// mode) for wide, long layers: a workgroup of 256 threads computes a tile of TO output
 // channels x TT output columns of one group. For each chunk of the group's input channels
 // it stages the tile's input window into workgroup memory once (the carried prefix, the
 // replicate padding and the ELU resolved as each element is staged) and the matching
-// weights, then each thread accumulates 2 output channels x 2 columns from workgroup
-// memory. Same bindings, parameters, staging, carry and result as conv1d_reduce.wgsl (a
+// weights, four loads in flight a thread; then each of its four quarters of 64 threads
+// takes every fourth channel of the chunk, each thread accumulating 2 output channels x 2
+// columns from workgroup memory, and the quarters' sums are added at the end. Same bindings, parameters, staging, carry and result as conv1d_reduce.wgsl (a
 // workgroup per output, for deep, short layers); the plan builder picks one by shape.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
@@ -20,8 +21,8 @@
 // The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
 // after, act being ELU (alpha 1) when p.elu == 1. On the first frame of a stream a conv
 // with pad_mode "replicate" takes its prefix from the first fresh column.
-// y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation],
-// summed in that order (input channel, then tap: the CPU oracle's order).
+// y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation]
+// (each quarter sums its channels in the CPU oracle's order, input channel then tap).
 // The next prefix is xa[c, t + i] for i < tp, written strided over every thread of the grid.
 //
 // Grid: groups * ceil(out_g / TO) * ceil(t_out / TT) workgroups (linear over x then y), the
@@ -129,7 +130,43 @@ fn store(oc: u32, t: u32, ok: bool, acc: f32) {
     y[yo] = v;
 }
 
-@compute @workgroup_size(64)
+const WG: u32 = 256u;
+
+// slot of element e of the chunk's input window in xs ([n_c, win])
+fn xs_index(e: u32, n_c: u32, win: u32) -> u32 {
+    if (p.time_major == 1u) {
+        return (e % n_c) * win + e / n_c;
+    }
+    return e;
+}
+
+// element e of the chunk's input window (e runs over x's own layout)
+fn stage_x(e: u32, n_c: u32, win: u32, j0: u32, ta: u32, c_base: u32, cur: u32) -> f32 {
+    var c: u32;
+    var j: u32;
+    if (p.time_major == 1u) {
+        c = e % n_c;
+        j = e / n_c;
+    } else {
+        c = e / win;
+        j = e % win;
+    }
+    if (j0 + j < ta) {
+        return staged(c_base + c, j0 + j, cur);
+    }
+    return 0.0;
+}
+
+// element e of the chunk's weights [TO, row] (0 past the group's channels)
+fn stage_w(e: u32, row: u32, n_oc: u32, oc0: u32, in_g: u32, c0: u32) -> f32 {
+    let o = e / row;
+    if (o < n_oc) {
+        return w[((oc0 + o) * in_g + c0) * p.k + e % row];
+    }
+    return 0.0;
+}
+
+@compute @workgroup_size(256)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -139,8 +176,8 @@ fn main(
     let tile = wid.x + wid.y * nwg.x;
     let cur = frame.index % 2u;
     // the next frame's prefix, strided over every thread of the grid
-    let threads = nwg.x * nwg.y * 64u;
-    for (var e = tile * 64u + lid; e < p.in_c * p.tp; e += threads) {
+    let threads = nwg.x * nwg.y * WG;
+    for (var e = tile * WG + lid; e < p.in_c * p.tp; e += threads) {
         let c = e / p.tp;
         let i = e % p.tp;
         prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
@@ -163,16 +200,18 @@ fn main(
     let ta = p.tp + p.t;
     // (at least 1, so that a shape the plan builder would never send here cannot loop forever)
     let cc = max(1u, min(in_g, min(XS / win, (WS / TO - 1u) / p.k)));
-    // this thread's outputs: channels ty, ty + 8 and columns tx, tx + 8 of the tile
+    // this thread's quarter, and its outputs: channels ty, ty + 8 and columns tx, tx + 8 of
+    // the tile
+    let quarter = lid / 64u;
     let tx = lid % 8u;
-    let ty = lid / 8u;
+    let ty = (lid % 64u) / 8u;
     let ok0 = ty < n_oc;
     let ok1 = ty + 8u < n_oc;
     var a00 = 0.0;
     var a01 = 0.0;
     var a10 = 0.0;
     var a11 = 0.0;
-    if (p.has_bias == 1u) {
+    if (p.has_bias == 1u && quarter == 0u) {
         if (ok0) {
             a00 = b[oc0 + ty];
             a01 = a00;
@@ -190,33 +229,40 @@ fn main(
         let wst = row | 1u;
         // the previous chunk's reads are done
         workgroupBarrier();
-        for (var e = lid; e < n_c * win; e += 64u) {
-            var c: u32;
-            var j: u32;
-            if (p.time_major == 1u) {
-                c = e % n_c;
-                j = e / n_c;
-            } else {
-                c = e / win;
-                j = e % win;
-            }
-            var v = 0.0;
-            if (j0 + j < ta) {
-                v = staged(g * in_g + c0 + c, j0 + j, cur);
-            }
-            xs[c * win + j] = v;
+        // (xs is channel-major whichever way x lies)
+        let nx = n_c * win;
+        let cb = g * in_g + c0;
+        var e = lid;
+        for (; e + 3u * WG < nx; e += 4u * WG) {
+            let v0 = stage_x(e, n_c, win, j0, ta, cb, cur);
+            let v1 = stage_x(e + WG, n_c, win, j0, ta, cb, cur);
+            let v2 = stage_x(e + 2u * WG, n_c, win, j0, ta, cb, cur);
+            let v3 = stage_x(e + 3u * WG, n_c, win, j0, ta, cb, cur);
+            xs[xs_index(e, n_c, win)] = v0;
+            xs[xs_index(e + WG, n_c, win)] = v1;
+            xs[xs_index(e + 2u * WG, n_c, win)] = v2;
+            xs[xs_index(e + 3u * WG, n_c, win)] = v3;
         }
-        for (var e = lid; e < TO * row; e += 64u) {
-            let o = e / row;
-            let r = e % row;
-            var v = 0.0;
-            if (o < n_oc) {
-                v = w[((oc0 + o) * in_g + c0) * p.k + r];
-            }
-            ws[o * wst + r] = v;
+        for (; e < nx; e += WG) {
+            xs[xs_index(e, n_c, win)] = stage_x(e, n_c, win, j0, ta, cb, cur);
+        }
+        let nw = TO * row;
+        e = lid;
+        for (; e + 3u * WG < nw; e += 4u * WG) {
+            let v0 = stage_w(e, row, n_oc, oc0, in_g, c0);
+            let v1 = stage_w(e + WG, row, n_oc, oc0, in_g, c0);
+            let v2 = stage_w(e + 2u * WG, row, n_oc, oc0, in_g, c0);
+            let v3 = stage_w(e + 3u * WG, row, n_oc, oc0, in_g, c0);
+            ws[(e / row) * wst + e % row] = v0;
+            ws[((e + WG) / row) * wst + (e + WG) % row] = v1;
+            ws[((e + 2u * WG) / row) * wst + (e + 2u * WG) % row] = v2;
+            ws[((e + 3u * WG) / row) * wst + (e + 3u * WG) % row] = v3;
+        }
+        for (; e < nw; e += WG) {
+            ws[(e / row) * wst + e % row] = stage_w(e, row, n_oc, oc0, in_g, c0);
         }
         workgroupBarrier();
-        for (var c = 0u; c < n_c; c++) {
+        for (var c = quarter; c < n_c; c += 4u) {
             let xc = c * win + tx * p.stride;
             let wc = ty * wst + c * p.k;
             for (var j = 0u; j < p.k; j++) {
@@ -231,6 +277,24 @@ fn main(
                 a11 += w1 * x1;
             }
         }
+    }
+    // the quarters' sums, added in quarter order by quarter 0 (xs is free once every
+    // thread is past the last chunk)
+    workgroupBarrier();
+    xs[lid * 4u] = a00;
+    xs[lid * 4u + 1u] = a01;
+    xs[lid * 4u + 2u] = a10;
+    xs[lid * 4u + 3u] = a11;
+    workgroupBarrier();
+    if (quarter != 0u) {
+        return;
+    }
+    for (var q = 1u; q < 4u; q++) {
+        let o = (q * 64u + lid) * 4u;
+        a00 += xs[o];
+        a01 += xs[o + 1u];
+        a10 += xs[o + 2u];
+        a11 += xs[o + 3u];
     }
     let t_a = t0 + tx;
     let t_b = t0 + tx + 8u;

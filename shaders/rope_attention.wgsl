@@ -114,6 +114,19 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
     return m;
 }
 
+// Window position i's weighted value column c: this frame's from qkv, an older one from the
+// ring (a slot this frame takes scored 0: skipped, it is being written).
+fn weighted(here: bool, so: u32, i: u32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
+    let pk = lo + i;
+    if (pk >= pos0) {
+        return score_get(here, so, i) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+    }
+    if (pk + p.ring >= pos0 + p.t) {
+        return score_get(here, so, i) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+    }
+    return vec4<f32>(0.0);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
@@ -160,13 +173,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
                 acc += qs[e] * ks[ko + e];
             }
             s = (acc.x + acc.y + acc.z + acc.w) * p.scale;
-        } else if (pk + p.ring >= pos0 + p.t && pos_ring[slot] == pk) {
+        } else if (pk + p.ring >= pos0 + p.t) {
+            // the key's loads do not wait for the slot's position (read beside them)
+            let held_pos = pos_ring[slot];
             let ko = slot * dim4 + h * hd4;
             var acc = vec4<f32>(0.0);
             for (var e = 0u; e < hd4; e++) {
                 acc += qs[e] * k_ring[ko + e];
             }
-            s = (acc.x + acc.y + acc.z + acc.w) * p.scale;
+            s = select(NEG, (acc.x + acc.y + acc.z + acc.w) * p.scale, held_pos == pk);
         }
         score_set(here, so, i, s);
         lmax = max(lmax, s);
@@ -192,14 +207,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let kl = lid / hd4;
     var acc = vec4<f32>(0.0);
     if (kl < lanes) {
-        for (var i = kl; i < nk; i += lanes) {
-            let pk = lo + i;
-            if (pk >= pos0) {
-                acc += score_get(here, so, i) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
-            } else if (pk + p.ring >= pos0 + p.t) {
-                // (a slot this frame takes scored 0: skipped, it is being written)
-                acc += score_get(here, so, i) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
-            }
+        // four positions a lane at a time: their value loads go out together
+        var i = kl;
+        for (; i + 3u * lanes < nk; i += 4u * lanes) {
+            let v0 = weighted(here, so, i, lo, pos0, row4, dim4, h, hd4, c);
+            let v1 = weighted(here, so, i + lanes, lo, pos0, row4, dim4, h, hd4, c);
+            let v2 = weighted(here, so, i + 2u * lanes, lo, pos0, row4, dim4, h, hd4, c);
+            let v3 = weighted(here, so, i + 3u * lanes, lo, pos0, row4, dim4, h, hd4, c);
+            acc += (v0 + v1) + (v2 + v3);
+        }
+        for (; i < nk; i += lanes) {
+            acc += weighted(here, so, i, lo, pos0, row4, dim4, h, hd4, c);
         }
     }
     part[lid] = acc;

@@ -408,8 +408,10 @@ const CONV_TILED_WEIGHTS: usize = 2560;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvKernel {
     /// By shape (the default): `conv1d_reduce` for deep, short layers (at most 16384
-    /// outputs and a reduction of at least 128), long reductions (1024 or more) and shapes
-    /// past the tiled kernel's workgroup memory, `conv1d_tiled` for the others.
+    /// outputs and a reduction of at least 128) and shapes past the tiled kernel's
+    /// workgroup memory, `conv1d_tiled` for the others (on an H200, `examples/conv_bench.rs`:
+    /// also for Mimi's stride-5 downsampling and stride-6 upsampling, whose reductions are
+    /// 1280 and 1024 over 24576 outputs: 55 against 77 us and 168 against 187).
     Auto,
     /// `conv1d_tiled` (a workgroup per 16 output channels x 16 columns of one group, input
     /// window and weights staged in workgroup memory) at every shape that fits it; a conv
@@ -867,8 +869,7 @@ impl<'a> PlanBuilder<'a> {
         let b = spec.b.unwrap_or(&self.dummy).clone();
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
         let frame = self.frame.clone();
-        // Deep, short layers (few outputs, long reductions) and long reductions get a
-        // workgroup per output: a tile of 16 x 16 outputs would leave most of the GPU idle
+        // Deep, short layers (few outputs, long reductions) get a workgroup per output: a tile of 16 x 16 outputs would leave most of the GPU idle
         // there (Mimi's 512 x 16 blocks: 16 to 32 workgroups) and most of its threads (2
         // columns of 16), and each thread would sum the whole reduction; wide, long ones a
         // workgroup per tile of outputs, each input and weight read once per tile.
@@ -878,7 +879,7 @@ impl<'a> PlanBuilder<'a> {
         let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
         let tiled = match self.conv {
-            ConvKernel::Auto => fits && !(reduction >= 1024 || (outputs <= 16384 && reduction >= 128)),
+            ConvKernel::Auto => fits && !(outputs <= 16384 && reduction >= 128),
             ConvKernel::Tiled if fits => true,
             ConvKernel::Tiled => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
