@@ -1,9 +1,9 @@
 //! A full-duplex Moshi session on one GPU: per 80 ms frame, the user's audio in, Moshi's
 //! text token and audio out.
 //!
-//! Per frame: Mimi encodes the user's 1920 samples (one replay of its plan in one submit,
+//! Per frame: Mimi encodes the user's 1920 samples (one replay of its plan in a few submits
 //! recorded during the frame before; 32-byte readback), LMGen turns the user's codes into
-//! the LM's 17 input tokens, then one replay (one submit, `gpu::FrameRecorder`) runs the LM step
+//! the LM's 17 input tokens, then one replay (`gpu::FrameRecorder`) runs the LM step
 //! and, once LMGen yields output, Mimi's decode plan reading Moshi's realigned audio codes
 //! straight from the LM's token buffer (no CPU round trip): 36 bytes of tokens and the
 //! 1920 decoded samples come back.

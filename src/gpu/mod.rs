@@ -2,9 +2,9 @@
 //!
 //! Everything here is model-agnostic. Models describe their layers to [`PlanBuilder`], which
 //! turns them into a [`Plan`]: a prebuilt list of (pipeline, bind group, grid) steps replayed
-//! per frame with no CPU wait inside (one submit of one pass, recorded while the GPU runs the
-//! frame before, [`FrameRecorder`]; the first frame in a few submits of growing size,
-//! [`submit_plans`], so the GPU starts while the CPU records the rest) and one readback. All buffers are f32 (codes u32); every
+//! per frame with no CPU wait inside (a few submits of growing size, recorded while the GPU
+//! runs the frame before, [`FrameRecorder`]; the first frame recorded and submitted part by
+//! part, [`submit_plans`], so the GPU starts while the CPU records the rest) and one readback. All buffers are f32 (codes u32); every
 //! kernel lives in `shaders/*.wgsl` and is portable (no optional features), so the same plan
 //! runs on wgpu's native backends and on a browser's WebGPU (Tint).
 
@@ -19,6 +19,6 @@ pub use limits::{capability_json, part_name, split_table, BufferNeed, GpuLimits,
 pub use table::SplitTable;
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
 pub use plan::{
-    fuse_norms, submit_plans, submits_for, AttentionDispatch, FrameRecorder, AttentionKernel, ConvKernel, ConvSpec, ConvTrSpec, LinearOut, NormedRow, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Dot, Q8Kernel, Tensor,
+    fuse_norms, submit_plans, submits_for, submits_from_env, frame_submits, AttentionDispatch, FrameRecorder, AttentionKernel, ConvKernel, ConvSpec, ConvTrSpec, LinearOut, NormedRow, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Dot, Q8Kernel, Tensor,
     TransformerSpec, ATTENTION_CHUNK, ATTENTION_LEAST, INVALID_POS, Q8_NORM_APART,
 };

@@ -191,12 +191,27 @@ const FIRST_SUBMIT: usize = 24;
 /// records the rest (wgpu orders submits and makes each one's writes visible to the next).
 /// Returns the number of submits (each one compute pass).
 pub fn submit_plans(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> usize {
+    record_parts(ctx, plans, epilogue, FIRST_SUBMIT, |cb| {
+        ctx.queue.submit([cb]);
+    })
+}
+
+/// Record `plans` then `epilogue` in command buffers of `first`, then four times as many
+/// dispatches each (one compute pass each; the epilogue after the last), handing each to
+/// `sink` as soon as it is recorded. Returns their number.
+fn record_parts(
+    ctx: &GpuContext,
+    plans: &[&Plan],
+    epilogue: impl FnOnce(&mut wgpu::CommandEncoder),
+    first: usize,
+    mut sink: impl FnMut(wgpu::CommandBuffer),
+) -> usize {
     let steps: Vec<(&Plan, usize)> = plans.iter().flat_map(|p| (0..p.steps.len()).map(move |i| (*p, i))).collect();
     let mut epilogue = Some(epilogue);
-    let (mut start, mut chunk, mut submits) = (0, FIRST_SUBMIT, 0);
+    let (mut start, mut chunk, mut parts) = (0usize, first, 0);
     loop {
-        let end = (start + chunk).min(steps.len());
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        let end = start.saturating_add(chunk).min(steps.len());
+        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("frame"), timestamp_writes: None });
             let mut last = None;
@@ -209,58 +224,82 @@ pub fn submit_plans(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mu
                 f(&mut enc);
             }
         }
-        ctx.queue.submit([enc.finish()]);
-        submits += 1;
+        sink(enc.finish());
+        parts += 1;
         if end == steps.len() {
-            return submits;
+            return parts;
         }
         start = end;
-        chunk *= 4;
+        chunk = chunk.saturating_mul(4);
     }
 }
 
-/// The command buffer of a frame's replay recorded ahead, during the frame before: the
-/// steps' pipelines and bind groups are fixed and the per-frame values (tokens, the frame
-/// uniform) go in by `write_buffer` before the submit, so a frame's commands never change.
-/// The first frame (or one whose plans differ from the last one's) goes in growing
-/// submits ([`submit_plans`]); every later frame is one submit of one compute pass, and
-/// the CPU's recording of the next frame runs while the GPU runs this one.
-#[derive(Default)]
+/// How [`FrameRecorder`] cuts a frame: `INFERENCELAYER_SUBMITS=one` records it as one
+/// command buffer and submit; unset or `parts`, as [`submit_plans`] does (the first part
+/// small, so the GPU starts on it while the queue takes in the rest). Anything else is an
+/// [`Error::Input`].
+pub fn submits_from_env() -> Result<bool> {
+    match std::env::var("INFERENCELAYER_SUBMITS").ok().as_deref() {
+        None | Some("") | Some("parts") => Ok(false),
+        Some("one") => Ok(true),
+        Some(v) => Err(Error::Input(format!("INFERENCELAYER_SUBMITS must be `one` or `parts`, not `{v}`"))),
+    }
+}
+
+/// The submits (each one compute pass) of a [`FrameRecorder`]'s frame of `dispatches`
+/// dispatches, as [`submits_from_env`] cuts it (1 where it asks for one).
+pub fn frame_submits(dispatches: usize) -> usize {
+    if submits_from_env().unwrap_or(false) {
+        1
+    } else {
+        submits_for(dispatches)
+    }
+}
+
+/// A frame's replay recorded ahead, during the frame before: the steps' pipelines and bind
+/// groups are fixed and the per-frame values (tokens, the frame uniform) go in by
+/// `write_buffer` before the submit, so a frame's commands never change. The first frame
+/// (or one whose plans differ from the last one's) is recorded and submitted part by part
+/// ([`submit_plans`]); every later frame submits the parts recorded while the GPU ran the
+/// frame before (as [`submits_from_env`] cuts them), so the CPU's recording is off the
+/// frame's path.
 pub struct FrameRecorder {
-    ahead: Option<(Vec<u64>, wgpu::CommandBuffer)>,
+    ahead: Option<(Vec<u64>, Vec<wgpu::CommandBuffer>)>,
+    one: bool,
 }
 
 impl FrameRecorder {
+    /// A recorder cutting frames as [`submits_from_env`] says (an [`Error::Input`] for a bad
+    /// `INFERENCELAYER_SUBMITS`).
+    pub fn new() -> Result<Self> {
+        Ok(Self { ahead: None, one: submits_from_env()? })
+    }
+
     /// Submit a replay of `plans` in order followed by `epilogue` (the readback copies;
-    /// the same for the same plans, whose ids alone key the recorded buffer), then record
+    /// the same for the same plans, whose ids alone key the recorded buffers), then record
     /// the next frame's. Returns the number of submits made now.
     pub fn submit(&mut self, ctx: &GpuContext, plans: &[&Plan], epilogue: impl Fn(&mut wgpu::CommandEncoder)) -> usize {
         let key: Vec<u64> = plans.iter().map(|p| p.id).collect();
         let submits = match self.ahead.take() {
-            Some((k, cb)) if k == key => {
-                ctx.queue.submit([cb]);
-                1
+            Some((k, parts)) if k == key => {
+                let n = parts.len();
+                for cb in parts {
+                    ctx.queue.submit([cb]);
+                }
+                n
             }
             _ => submit_plans(ctx, plans, &epilogue),
         };
-        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame ahead") });
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("frame"), timestamp_writes: None });
-            let mut last = None;
-            for plan in plans {
-                for i in 0..plan.steps.len() {
-                    plan.record_step_after(i, &mut pass, &mut last);
-                }
-            }
-        }
-        epilogue(&mut enc);
-        self.ahead = Some((key, enc.finish()));
+        let mut parts = Vec::new();
+        let first = if self.one { usize::MAX } else { FIRST_SUBMIT };
+        record_parts(ctx, plans, &epilogue, first, |cb| parts.push(cb));
+        self.ahead = Some((key, parts));
         submits
     }
 }
 
-/// The number of submits [`submit_plans`] makes for `dispatches` dispatches (a
-/// [`FrameRecorder`]'s first frame; each later one is one submit).
+/// The number of submits [`submit_plans`] (and a [`FrameRecorder`] by default) makes for
+/// `dispatches` dispatches.
 pub fn submits_for(dispatches: usize) -> usize {
     let (mut done, mut chunk, mut n) = (0, FIRST_SUBMIT, 0);
     loop {

@@ -40,13 +40,14 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(ctx: &GpuContext, b: PlanBuilder<'_>, frame: wgpu::Buffer, readback_bytes: u64) -> Self {
+    fn new(ctx: &GpuContext, b: PlanBuilder<'_>, frame: wgpu::Buffer, readback_bytes: u64) -> Result<Self> {
         let (plan, state, taps) = b.finish();
-        Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), recorder: FrameRecorder::default(), pos: 0, first: true, index: 0 }
+        let recorder = FrameRecorder::new()?;
+        Ok(Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), recorder, pos: 0, first: true, index: 0 })
     }
 
     /// Write the frame uniform, replay the plan and copy `out` (always the same buffer for
-    /// a direction) into the readback: the command buffer recorded during the last submit
+    /// a direction) into the readback: the command buffers recorded during the last submit
     /// ([`FrameRecorder`]).
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
         self.prepare(ctx, steps);
@@ -109,7 +110,7 @@ impl Mimi {
         }
         b.tap("latent", &latent);
         weights.quantizer.plan_encode(&mut b, &latent, &codes_out)?;
-        let enc = Direction::new(&ctx, b, enc_frame, (nq * 4) as u64);
+        let enc = Direction::new(&ctx, b, enc_frame, (nq * 4) as u64)?;
 
         // decode: codes [nq] -> pcm [1, fs]
         let codes_in = ctx.zeros("codes_in", nq)?;
@@ -126,7 +127,7 @@ impl Mimi {
         if pcm_out.len() != fs {
             return Err(Error::config("seanet.ratios", format!("decoder gives {:?} samples per frame, expected {fs}", pcm_out.shape)));
         }
-        let dec = Direction::new(&ctx, b, dec_frame, (fs * 4) as u64);
+        let dec = Direction::new(&ctx, b, dec_frame, (fs * 4) as u64)?;
 
         if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(e.to_string()));

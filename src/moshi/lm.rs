@@ -290,7 +290,7 @@ impl Lm {
             out_tokens,
             realigned,
             readback,
-            recorder: FrameRecorder::default(),
+            recorder: FrameRecorder::new()?,
             pos: 0,
             n_in: 1 + c.n_q,
             weights_check: c.clone(),
@@ -306,7 +306,7 @@ impl Lm {
 
     /// Upload `tokens` and submit this frame's LM plan and then `decoder` (a plan reading
     /// [`Self::realigned_tokens`], with the buffer its result is copied from and the
-    /// readback it is copied to): the command buffer recorded during the last submit when
+    /// readback it is copied to): the command buffers recorded during the last submit when
     /// that had the same decoder, else in a few growing parts so that the GPU starts while
     /// the CPU records ([`FrameRecorder`]); then the next frame's is recorded while the GPU
     /// runs. The generated tokens come from [`Self::read_tokens`].

@@ -40,7 +40,7 @@ use inferencelayer::mimi::MimiLoader;
 use inferencelayer::weights::source::{self, FileSource, LoadOptions};
 use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
-use inferencelayer::gpu::{capability_json, submits_for, GpuLimits};
+use inferencelayer::gpu::{capability_json, frame_submits, GpuLimits};
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
 use npyz::WriterBuilder;
 
@@ -551,10 +551,10 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
         println!(
-            "per frame      encode {enc_dispatches} dispatches, decode {dec_dispatches}, each in one submit of one pass \
-             recorded during the frame before (the first frame in {} and {} growing submits); streaming state {:.2} MiB",
-            submits_for(enc_dispatches),
-            submits_for(dec_dispatches),
+            "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each, recorded during the frame before), \
+             decode {dec_dispatches} in {}; streaming state {:.2} MiB",
+            frame_submits(enc_dispatches),
+            frame_submits(dec_dispatches),
             r.state_bytes as f64 / (1u64 << 20) as f64
         );
         println!("frames         {frames} timed after {warmup} warm-up, {} codebooks, {:.0} ms of audio each", r.codebooks, r.frame_ms);
@@ -1006,9 +1006,8 @@ async fn bench_lm(
         );
         println!(
             "per frame      {dispatches} dispatches ({temporal_dispatches} temporal, {depformer_dispatches} depformer) \
-             in one submit of one pass recorded during the frame before (the first frame in {} growing submits), \
-             {} bytes read back",
-            submits_for(dispatches),
+             in {} submits of one pass each (recorded during the frame before), {} bytes read back",
+            frame_submits(dispatches),
             r.readback_bytes
         );
         println!(
@@ -1031,7 +1030,7 @@ async fn bench_lm(
         println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
         println!("* submitted and waited for apart, on a second pass over the same frames");
         if r.duplex.is_some() {
-            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (one submit, recorded during the frame before)");
+            println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (a few submits, recorded during the frame before)");
         }
         if let Some((t, d)) = r.pass_ms {
             println!("GPU time per step in one pass (timestamp queries): temporal {t:.3} ms, depformer {d:.3} ms");
