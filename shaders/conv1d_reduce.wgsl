@@ -7,7 +7,8 @@
 //   x    : [in_c, t], or [t, in_c] when p.time_major == 1
 //   prev : [2, in_c, tp]  carried prefix, half frame.index % 2 read, the other written
 //   res  : [out_c, t_out]              y : [out_c, t_out]
-//   (y and res [t_out, out_c] when p.time_major_out == 1)
+//   (y and res [t_out, out_c] when p.time_major_out == 1; with p.phases > 1 the channels'
+//   phases interleaved in time, out_index)
 
 struct Params {
     in_c: u32,
@@ -49,7 +50,7 @@ var<workgroup> red: array<f32, 64>;
 // Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
 // phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
 // column t of phase r is column t * P + r (a transposed conv of stride P computed as a
-// conv, see PlanBuilder::conv_transpose1d).
+// conv, see PlanBuilder::conv_transpose1d_as_conv).
 fn out_index(oc: u32, t: u32) -> u32 {
     let ph = max(p.phases, 1u);
     let c = oc / ph;

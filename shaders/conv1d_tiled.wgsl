@@ -5,8 +5,10 @@
 // replicate padding and the ELU resolved as each element is staged) and the matching
 // weights, four loads in flight a thread; then each of its four quarters of 64 threads
 // takes every fourth channel of the chunk, each thread accumulating 2 output channels x 2
-// columns from workgroup memory, and the quarters' sums are added at the end. Same bindings, parameters, staging, carry and result as conv1d_reduce.wgsl (a
-// workgroup per output, for deep, short layers); the plan builder picks one by shape.
+// columns from workgroup memory, and the quarters' sums are added at the end. Same
+// bindings, parameters, staging and carry as conv1d_reduce.wgsl (a workgroup per output,
+// for deep, short layers), its result summed in another order; the plan builder picks one
+// by shape.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
 //   b    : [out_c]                     (read only when p.has_bias == 1)
@@ -81,7 +83,7 @@ var<workgroup> ws: array<f32, WS>;
 // Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
 // phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
 // column t of phase r is column t * P + r (a transposed conv of stride P computed as a
-// conv, see PlanBuilder::conv_transpose1d).
+// conv, see PlanBuilder::conv_transpose1d_as_conv).
 fn out_index(oc: u32, t: u32) -> u32 {
     let ph = max(p.phases, 1u);
     let c = oc / ph;

@@ -16,8 +16,7 @@
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
 // y[r, i] += v when p.accumulate == 1. Rows start at p.x_offset and p.y_offset elements
-// into x and y. The 16-byte path needs k and p.x_offset multiples of 4; otherwise every
-// element is loaded alone (same sums, in the same lanes).
+// into x and y; k and p.x_offset must be multiples of 4 (every row starts a vec4).
 
 struct Params {
     n: u32,
@@ -53,10 +52,6 @@ var<workgroup> lred: array<f32, 256>;
 
 fn xs(e: u32) -> f32 {
     return x[e / 4u][e % 4u];
-}
-
-fn ws(e: u32) -> f32 {
-    return w[e / 4u][e % 4u];
 }
 
 // layer_norm.wgsl's reduce_sum, over all 256 threads
@@ -95,7 +90,6 @@ fn main(
     // Every thread takes part in the barriers; rows past n compute on row 0 and store nothing.
     let live = i < p.n;
     let wi = select(0u, i, live);
-    let vec_path = p.k % 4u == 0u && p.x_offset % 4u == 0u;
     let k4 = p.k / 4u;
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
@@ -120,31 +114,16 @@ fn main(
             workgroupBarrier();
         }
         var acc = vec4<f32>(0.0);
-        if (vec_path) {
-            let wo = wi * k4;
-            for (var j = lane; j < k4; j += LANES) {
-                let wv = w[wo + j];
-                for (var r = 0u; r < rows; r++) {
-                    var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
-                    if (p.norm == 1u) {
-                        let st = stats[r];
-                        xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
-                    }
-                    acc[r] += dot(wv, xv);
+        let wo = wi * k4;
+        for (var j = lane; j < k4; j += LANES) {
+            let wv = w[wo + j];
+            for (var r = 0u; r < rows; r++) {
+                var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
+                if (p.norm == 1u) {
+                    let st = stats[r];
+                    xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
                 }
-            }
-        } else {
-            let wo = wi * p.k;
-            for (var j = lane; j < p.k; j += LANES) {
-                let wv = ws(wo + j);
-                for (var r = 0u; r < rows; r++) {
-                    var xv = xs(p.x_offset + (r0 + r) * p.k + j);
-                    if (p.norm == 1u) {
-                        let st = stats[r];
-                        xv = (xv - st.x) * st.y * ln_w[j / 4u][j % 4u] + ln_b[j / 4u][j % 4u];
-                    }
-                    acc[r] += wv * xv;
-                }
+                acc[r] += dot(wv, xv);
             }
         }
         red[lid] = acc;

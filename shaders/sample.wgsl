@@ -187,10 +187,11 @@ fn consider_key(best: vec2<u32>, kv: u32, i: u32, h0: u32) -> vec2<u32> {
     return select(best, c, better(c, best));
 }
 
-// The workgroup's best of every thread's `best`, written to tokens[p.slot].
 // the token drawn, for every thread
 var<workgroup> drawn: u32;
 
+// The workgroup's best of every thread's `best`, written to tokens[p.slot] (and its
+// embedding row added, add_embedding).
 fn finish(lid: u32, best: vec2<u32>) {
     best_k[lid] = best.x;
     best_i[lid] = best.y;

@@ -259,15 +259,16 @@ mod oracles {
     /// `linear_layer_norm` gives bit for bit a `layer_norm` dispatch then a `linear` (the
     /// fused kernel sums in the LayerNorm kernel's order), and both the f64 oracle, at a
     /// width below one LayerNorm workgroup (96), one of two passes (512) and a tail (600),
-    /// on 2, 3 and 5 time rows (two groups of 4), and at a width of 97 (element loads).
+    /// on 2, 3 and 5 time rows (two groups of 4); a width or input offset off a multiple of
+    /// 4 is refused.
     #[test]
     fn layer_norm_fused_linear_equals_the_two_dispatches() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0x1a_4e_0f);
             let (n, eps) = (41usize, 1e-5f32);
-            // (time rows, width): more than one group of 4 rows, and a width off the 16-byte path
-            for (t, k) in [(2usize, 96usize), (2, 512), (5, 600), (3, 97)] {
+            // (time rows, width): more than one group of 4 rows
+            for (t, k) in [(2usize, 96usize), (2, 512), (5, 600), (3, 100)] {
                 let xs: Vec<f32> = rng.vec(t * k).iter().map(|v| 3.0 * v + 0.5).collect();
                 let (lw, lb, w, scale) = (rng.vec(k), rng.vec(k), rng.vec(n * k), rng.vec(n));
                 let y0 = rng.vec(t * n);
@@ -279,10 +280,15 @@ mod oracles {
                 let h = b.tensor("h", &[t, k]).unwrap();
                 let outs: Vec<Tensor> = (0..4).map(|_| Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![t, n] }).collect();
                 b.layer_norm("norm", &x, &lwb, &lbb, eps, &h);
-                b.linear("apart", &wb, (n, k), t, &h.buf, 0, &outs[0].buf, 0, LinearOut::Store);
-                b.linear("apart residual", &wb, (n, k), t, &h.buf, 0, &outs[1].buf, 0, LinearOut::Residual(&sb));
+                b.linear("apart", &wb, (n, k), t, &h.buf, 0, &outs[0].buf, 0, LinearOut::Store).unwrap();
+                b.linear("apart residual", &wb, (n, k), t, &h.buf, 0, &outs[1].buf, 0, LinearOut::Residual(&sb)).unwrap();
                 b.linear_layer_norm("fused", &wb, (n, k), &x, (&lwb, &lbb, eps), &outs[2], LinearOut::Store).unwrap();
                 b.linear_layer_norm("fused residual", &wb, (n, k), &x, (&lwb, &lbb, eps), &outs[3], LinearOut::Residual(&sb)).unwrap();
+                // rows that would not start a vec4: refused, nothing added to the plan
+                let before = b.dispatches();
+                assert!(b.linear("odd width", &wb, (n, k - 1), t, &h.buf, 0, &outs[0].buf, 0, LinearOut::Store).is_err());
+                assert!(b.linear("odd offset", &wb, (n, k - 4), 1, &h.buf, 2, &outs[0].buf, 0, LinearOut::Store).is_err());
+                assert_eq!(b.dispatches(), before);
                 let (plan, _, _) = b.finish();
                 replay(&ctx, &plan);
                 let mut got = Vec::new();

@@ -79,8 +79,10 @@ fn ten_loads_runs_and_disposals_return_gpu_memory_and_heap_to_their_baseline() {
                 // wgpu's trackers keep vectors at their high-water mark: a few pages at most.
                 // One of them may double once after the first cycle (lavapipe, the fused Mimi
                 // plans: +81 KiB once, at cycle 3 or 6 from run to run, then flat over 26 more
-                // cycles); a leak grows every cycle.
-                assert!(h <= heap_cycle0 + (128 << 10), "cycle {c}: the heap grew from {heap_cycle0} B to {h} B");
+                // cycles), and with each frame recorded during the frame before two frames'
+                // command buffers are alive at once, which raises those marks by some 40 KiB
+                // more over the first cycles (then flat); a leak grows every cycle.
+                assert!(h <= heap_cycle0 + (256 << 10), "cycle {c}: the heap grew from {heap_cycle0} B to {h} B");
             }
         }
         assert!(base.is_some() || ctx.info.backend != "Vulkan", "wgpu's Vulkan backend reports its allocator");

@@ -406,6 +406,11 @@ impl Readback {
         Self { staging, bytes: bytes.max(4) }
     }
 
+    /// The staging buffer the copies go to.
+    pub fn staging(&self) -> &wgpu::Buffer {
+        &self.staging
+    }
+
     /// Record the copy of the first `bytes` bytes of `src` into the staging buffer.
     pub fn copy(&self, enc: &mut wgpu::CommandEncoder, src: &wgpu::Buffer) {
         enc.copy_buffer_to_buffer(src, 0, &self.staging, 0, self.bytes);

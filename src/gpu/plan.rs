@@ -264,7 +264,8 @@ pub fn frame_submits(dispatches: usize) -> usize {
 /// frame before (as [`submits_from_env`] cuts them), so the CPU's recording is off the
 /// frame's path.
 pub struct FrameRecorder {
-    ahead: Option<(Vec<u64>, Vec<wgpu::CommandBuffer>)>,
+    /// the plans' ids and the epilogue's buffers the parts were recorded for, and the parts
+    ahead: Option<((Vec<u64>, Vec<wgpu::Buffer>), Vec<wgpu::CommandBuffer>)>,
     one: bool,
 }
 
@@ -275,11 +276,12 @@ impl FrameRecorder {
         Ok(Self { ahead: None, one: submits_from_env()? })
     }
 
-    /// Submit a replay of `plans` in order followed by `epilogue` (the readback copies;
-    /// the same for the same plans, whose ids alone key the recorded buffers), then record
-    /// the next frame's. Returns the number of submits made now.
-    pub fn submit(&mut self, ctx: &GpuContext, plans: &[&Plan], epilogue: impl Fn(&mut wgpu::CommandEncoder)) -> usize {
-        let key: Vec<u64> = plans.iter().map(|p| p.id).collect();
+    /// Submit a replay of `plans` in order followed by `epilogue` (the readback copies,
+    /// between the buffers `copies` lists), then record the next frame's. The parts
+    /// recorded last time are submitted when they were recorded for the same plans and the
+    /// same `copies`. Returns the number of submits made now.
+    pub fn submit(&mut self, ctx: &GpuContext, plans: &[&Plan], copies: &[&wgpu::Buffer], epilogue: impl Fn(&mut wgpu::CommandEncoder)) -> usize {
+        let key = (plans.iter().map(|p| p.id).collect::<Vec<u64>>(), copies.iter().map(|&b| b.clone()).collect::<Vec<_>>());
         let submits = match self.ahead.take() {
             Some((k, parts)) if k == key => {
                 let n = parts.len();
@@ -424,6 +426,9 @@ pub fn fuse_norms() -> bool {
 
 /// Output columns per workgroup of `conv_transpose1d` (`TILE` in the shader).
 const CONV_TR_TILE: usize = 128;
+/// Buffers a [`PlanBuilder`] takes in turn for outputs a step writes nothing to: more than
+/// the depformer's eight input projections, which must not wait for one another.
+const UNUSED_OUTPUTS: usize = 10;
 /// Logits up to which [`PlanBuilder::sample`] draws with `sample_radix8.wgsl`.
 const SAMPLE_RADIX8_MAX: usize = 4096;
 /// Output elements per workgroup of `matvec` (`ROWS` in the shader).
@@ -687,6 +692,10 @@ pub struct PlanBuilder<'a> {
     /// bound where a kernel writes nothing (apart from `dummy`: one buffer cannot be bound
     /// read-only and writable in one bind group)
     dummy_out: wgpu::Buffer,
+    /// [`UNUSED_OUTPUTS`] buffers taken in turn for outputs a step writes nothing to
+    /// ([`Self::unused_output`])
+    unused_outputs: Vec<wgpu::Buffer>,
+    next_unused: usize,
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
@@ -724,6 +733,8 @@ impl<'a> PlanBuilder<'a> {
             taps: BTreeMap::new(),
             dummy: ctx.zeros("unused binding", 4)?,
             dummy_out: ctx.zeros("unused output binding", 4)?,
+            unused_outputs: (0..UNUSED_OUTPUTS).map(|i| ctx.zeros(&format!("unused output {i}"), 4)).collect::<Result<_>>()?,
+            next_unused: 0,
             q8: Q8Kernel::from_env()?,
             q8_dot: match Q8Dot::from_env()? {
                 Q8Dot::I8 if !ctx.info.packed_dot => Q8Dot::F32,
@@ -768,6 +779,20 @@ impl<'a> PlanBuilder<'a> {
     /// Take the plan, its state and its named taps.
     pub fn finish(self) -> (Plan, PlanState, BTreeMap<String, Tensor>) {
         (Plan { steps: self.steps, id: NEXT_PLAN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }, self.state, self.taps)
+    }
+
+    /// A buffer for an output binding the step writes nothing to, one of
+    /// [`UNUSED_OUTPUTS`] in turn: consecutive steps never share one, so none waits for the
+    /// one before through it (a write to a shared buffer is a barrier).
+    fn unused_output(&mut self) -> wgpu::Buffer {
+        let b = self.unused_outputs[self.next_unused % UNUSED_OUTPUTS].clone();
+        self.next_unused += 1;
+        b
+    }
+
+    /// The dispatches added so far.
+    pub fn dispatches(&self) -> usize {
+        self.steps.len()
     }
 
     /// A zero-filled activation.
@@ -1001,7 +1026,8 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// A bias-free linear layer on `t` rows: `w` `[n, k]`, rows of `x` from element
-    /// `x_offset`, rows of `y` from `y_offset`, written as `out` says.
+    /// `x_offset`, rows of `y` from `y_offset`, written as `out` says. [`Error::Config`]
+    /// when `k` or `x_offset` is not a multiple of 4 (the kernel reads rows as vec4s).
     #[allow(clippy::too_many_arguments)]
     pub fn linear(
         &mut self,
@@ -1014,14 +1040,15 @@ impl<'a> PlanBuilder<'a> {
         y: &wgpu::Buffer,
         y_offset: usize,
         out: LinearOut<'_>,
-    ) {
-        self.matvec(label, w, (n, k), t, (x, x_offset), None, (y, y_offset), out);
+    ) -> Result<()> {
+        self.matvec(label, w, (n, k), t, (x, x_offset), None, (y, y_offset), out)
     }
 
     /// [`Self::linear`] of the LayerNorm of each row of `x` `[t, k]` (gain `ln_w`, bias
-    /// `ln_b` `[k]`, `eps`; torch.nn.LayerNorm), one dispatch: each workgroup normalizes its
-    /// row as it reads it, with [`Self::layer_norm`]'s summation order, so the result is
-    /// that of a `layer_norm` then a `linear`. Writes `y` `[t, n]` as `out` says.
+    /// `ln_b` `[k]`, `eps`; torch.nn.LayerNorm), one dispatch: each workgroup takes the
+    /// statistics of every row with [`Self::layer_norm`]'s summation order and normalizes
+    /// the rows as it reads them, so the result is that of a `layer_norm` then a `linear`.
+    /// Writes `y` `[t, n]` as `out` says.
     #[allow(clippy::too_many_arguments)]
     pub fn linear_layer_norm(
         &mut self,
@@ -1037,8 +1064,7 @@ impl<'a> PlanBuilder<'a> {
         if x.shape.len() != 2 || x.shape[1] != k || y.len() != t * n {
             return Err(Error::config(label, format!("a LayerNorm-fused linear [{n}, {k}] cannot take {:?} into {:?}", x.shape, y.shape)));
         }
-        self.matvec(label, w, (n, k), t, (&x.buf, 0), Some((ln_w, ln_b, eps)), (&y.buf, 0), out);
-        Ok(())
+        self.matvec(label, w, (n, k), t, (&x.buf, 0), Some((ln_w, ln_b, eps)), (&y.buf, 0), out)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1052,7 +1078,10 @@ impl<'a> PlanBuilder<'a> {
         norm: Option<(&wgpu::Buffer, &wgpu::Buffer, f32)>,
         (y, y_offset): (&wgpu::Buffer, usize),
         out: LinearOut<'_>,
-    ) {
+    ) -> Result<()> {
+        if k % 4 != 0 || x_offset % 4 != 0 {
+            return Err(Error::config(label, format!("a linear reads rows of a multiple of 4 from a multiple of 4, got [{n}, {k}] from {x_offset}")));
+        }
         let mut p = MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -1086,6 +1115,7 @@ impl<'a> PlanBuilder<'a> {
         };
         let pb = self.params(label, &p);
         self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(MATVEC_ROWS)));
+        Ok(())
     }
 
     /// Rotate the queries and keys of `qkv` `[t, 3 dim]` (positions `frame.pos + row`), push
@@ -1516,12 +1546,12 @@ impl<'a> PlanBuilder<'a> {
             _pad: 0,
         };
         let pb = self.params(label, &p);
-        // Without a norm row to write, the kernel's output binding gets a buffer of its own:
-        // a shared one would order every linear after the one before (a write to the same
-        // buffer is a barrier), also those with nothing to wait for.
+        // Without a norm row to write, the kernel's output binding gets one of the unused
+        // outputs in turn: one shared buffer would order every linear after the one before
+        // (a write to the same buffer is a barrier), also those with nothing to wait for.
         let dummy = match norm_out {
             Some(_) => self.dummy_out.clone(),
-            None => self.ctx.zeros(&format!("{label}.unused"), 4)?,
+            None => self.unused_output(),
         };
         let norm_out = norm_out.unwrap_or(&dummy);
         let kernel = match self.q8_dot {
@@ -1617,7 +1647,7 @@ impl<'a> PlanBuilder<'a> {
         embed: Option<(&SplitTable, &wgpu::Buffer)>,
     ) -> Result<()> {
         let (emb, emb_out, emb_dim, emb_rows) = match embed {
-            None => (self.dummy.clone(), self.ctx.zeros(&format!("{label}.unused"), 4)?, 0, 0),
+            None => (self.dummy.clone(), self.unused_output(), 0, 0),
             Some((table, out)) => match table.parts.as_slice() {
                 [(buf, 0, rows)] => (buf.clone(), out.clone(), table.cols, *rows),
                 _ => return Err(Error::Input(format!("{label}: table `{}` is in {} parts; a draw adds from one", table.name, table.parts.len()))),

@@ -1,5 +1,6 @@
 //! The codec on the GPU: one static plan per direction, replayed per frame in a few submits
-//! with no wait between them ([`crate::gpu::submit_plans`]), all streaming state on the GPU,
+//! with no wait between them, recorded during the frame before ([`crate::gpu::FrameRecorder`]),
+//! all streaming state on the GPU,
 //! and one small readback (the codes, 4 bytes each, or the 1920 samples).
 
 use std::collections::BTreeMap;
@@ -46,13 +47,12 @@ impl Direction {
         Ok(Self { plan, state, taps, frame, readback: Readback::new(ctx, readback_bytes), recorder, pos: 0, first: true, index: 0 })
     }
 
-    /// Write the frame uniform, replay the plan and copy `out` (always the same buffer for
-    /// a direction) into the readback: the command buffers recorded during the last submit
-    /// ([`FrameRecorder`]).
+    /// Write the frame uniform, replay the plan and copy `out` into the readback: the
+    /// command buffers recorded during the last submit ([`FrameRecorder`]).
     fn submit(&mut self, ctx: &GpuContext, out: &wgpu::Buffer, steps: u32) {
         self.prepare(ctx, steps);
         let readback = &self.readback;
-        self.recorder.submit(ctx, &[&self.plan], |enc| readback.copy(enc, out));
+        self.recorder.submit(ctx, &[&self.plan], &[out, readback.staging()], |enc| readback.copy(enc, out));
     }
 
     /// Write the frame uniform of the next replay and advance the stream by one frame.

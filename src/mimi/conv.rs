@@ -6,7 +6,7 @@
 //! (`previous`). A transposed conv returns `[out_c, t * stride]` and keeps the
 //! `k - stride` overlapping output columns, bias removed (`partial`).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{ConvSpec, ConvTrSpec, PlanBuilder, Tensor};
 use crate::weights::TensorSource;
 
@@ -226,6 +226,16 @@ impl ConvTr1d {
     /// here); any other on [`PlanBuilder::conv_transpose1d`].
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
         let s = self.stride;
+        let fits = self.groups > 0
+            && self.in_c % self.groups == 0
+            && self.out_c % self.groups == 0
+            && self.w.len() == self.in_c * (self.out_c / self.groups) * self.k;
+        if !fits {
+            return Err(Error::config(
+                &self.name,
+                format!("a transposed conv {} -> {} of kernel {} in {} groups cannot hold {} weights", self.in_c, self.out_c, self.k, self.groups, self.w.len()),
+            ));
+        }
         if self.k == 2 * s && x.shape.len() == 2 && x.shape[0] == self.in_c {
             let (in_g, out_g) = (self.in_c / self.groups, self.out_c / self.groups);
             // w2[oc * s + r, icl, 0] = w[g in_g + icl, ocl, r + s], [.., 1] = [.., r]

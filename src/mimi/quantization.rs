@@ -144,7 +144,7 @@ impl SplitRvq {
             let w = ctx.storage_f32(&format!("{}.input_proj", rvq.name), &rvq.input_proj)?;
             let cb = ctx.storage_f32(&format!("{}.codebooks", rvq.name), &rvq.codebooks)?;
             let r = b.tensor(&format!("{}.residuals", rvq.name), &[rvq.levels, self.dim])?;
-            b.linear(&format!("{}.input_proj", rvq.name), &w, (self.dim, self.input_dim), 1, &latent.buf, 0, &r.buf, 0, LinearOut::Store);
+            b.linear(&format!("{}.input_proj", rvq.name), &w, (self.dim, self.input_dim), 1, &latent.buf, 0, &r.buf, 0, LinearOut::Store)?;
             b.rvq_encode(&rvq.name, &cb, (rvq.levels, self.bins, self.dim), &r.buf, codes, slot)?;
             slot += rvq.levels;
         }

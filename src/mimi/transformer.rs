@@ -198,9 +198,9 @@ impl Transformer {
             let ls2 = up("layer_scale_2", &l.layer_scale_2)?;
             b.linear_layer_norm(&format!("{p}.norm1+in_proj"), &w_in, (3 * d, d), x, (&n1w, &n1b, LN_EPS), &qkv, LinearOut::Store)?;
             let attn = b.rope_attention(&format!("{p}.self_attn"), &spec, &qkv)?;
-            b.linear(&format!("{p}.out_proj"), &w_out, (d, d), t, &attn.buf, 0, &x.buf, 0, LinearOut::Residual(&ls1));
+            b.linear(&format!("{p}.out_proj"), &w_out, (d, d), t, &attn.buf, 0, &x.buf, 0, LinearOut::Residual(&ls1))?;
             b.linear_layer_norm(&format!("{p}.norm2+linear1"), &w1, (f, d), x, (&n2w, &n2b, LN_EPS), &ff, LinearOut::Gelu)?;
-            b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::Residual(&ls2));
+            b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::Residual(&ls2))?;
         }
         Ok(())
     }

@@ -318,7 +318,11 @@ impl Lm {
             plans.push(plan);
         }
         let (readback, out_tokens) = (&self.readback, &self.out_tokens);
-        self.recorder.submit(&self.ctx, &plans, |enc| {
+        let mut copies = vec![out_tokens, readback.staging()];
+        if let Some((_, src, rb)) = decoder {
+            copies.extend([src, rb.staging()]);
+        }
+        self.recorder.submit(&self.ctx, &plans, &copies, |enc| {
             readback.copy(enc, out_tokens);
             if let Some((_, src, rb)) = decoder {
                 rb.copy(enc, src);

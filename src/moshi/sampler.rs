@@ -1,8 +1,8 @@
 //! Token sampling (moshi.utils.sampling `sample_token`): greedy at temperature 0, else a
 //! softmax sample at the temperature over the top-k logits, drawn by the Gumbel-max trick
 //! (`argmax(l / T + g)`, g Gumbel noise, is a sample of `softmax(l / T)`). The noise comes
-//! from a hash of (seed, frame, stream, index), the same on the GPU (`shaders/sample.wgsl`)
-//! and here, so a seeded session replays.
+//! from a hash of (seed, frame, stream, index), the same on the GPU (`shaders/sample.wgsl`,
+//! `shaders/sample_radix8.wgsl`) and here, so a seeded session replays.
 
 /// Temperature and top-k of one kind of stream.
 #[derive(Clone, Copy, Debug, PartialEq)]
