@@ -3,7 +3,7 @@
 // bindings, parameters, staging, carry and result as conv1d_tiled.wgsl (a workgroup per tile
 // of outputs, which suits wide, long layers); the plan builder picks one by shape.
 //
-//   w    : [out_c, in_c / groups, k]   b : [out_c]
+//   w    : [out_c, in_c / groups, k]   b : [out_c / max(p.phases, 1)] (a phase takes its channel's)
 //   x    : [in_c, t], or [t, in_c] when p.time_major == 1
 //   prev : [2, in_c, tp]  carried prefix, half frame.index % 2 read, the other written
 //   res  : [out_c, t_out]              y : [out_c, t_out]
@@ -141,7 +141,7 @@ fn main(
     if (lid == 0u) {
         var v = red[0];
         if (p.has_bias == 1u) {
-            v += b[oc];
+            v += b[oc / max(p.phases, 1u)];
         }
         let yo = out_index(oc, t);
         if (p.residual == 1u) {

@@ -11,7 +11,8 @@
 // by shape.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
-//   b    : [out_c]                     (read only when p.has_bias == 1)
+//   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
+//                                      channel's)
 //   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
 //   prev : [2, in_c, tp]  the carried prefix (`previous`, activation applied) in two halves:
 //          half frame.index % 2 is this frame's, the other receives the next frame's (one
@@ -215,11 +216,11 @@ fn main(
     var a11 = 0.0;
     if (p.has_bias == 1u && quarter == 0u) {
         if (ok0) {
-            a00 = b[oc0 + ty];
+            a00 = b[(oc0 + ty) / max(p.phases, 1u)];
             a01 = a00;
         }
         if (ok1) {
-            a10 = b[oc0 + ty + 8u];
+            a10 = b[(oc0 + ty + 8u) / max(p.phases, 1u)];
             a11 = a10;
         }
     }

@@ -868,7 +868,7 @@ impl<'a> PlanBuilder<'a> {
     /// output tail to carry: the input's last column is carried instead). `spec` is that
     /// conv: `out_c` = the transposed conv's `out_c * s`, `k` 2, stride and dilation 1,
     /// weights `[out_c * s, in_c / groups, 2]` (`oc * s + r`: taps `r + s` then `r`), bias
-    /// `[out_c * s]`. `x` `[in_c, t]` (ELU on load when `elu`) -> `[out_c, t * s]`, or
+    /// `[out_c]` (each phase takes its channel's). `x` `[in_c, t]` (ELU on load when `elu`) -> `[out_c, t * s]`, or
     /// `[t * s, out_c]` when `time_major_out`. Mirrors StreamingConvTranspose1d.forward in
     /// streaming mode (as [`Self::conv_transpose1d`] does for any kernel).
     pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool, stride: usize) -> Result<Tensor> {

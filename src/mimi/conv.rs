@@ -251,8 +251,8 @@ impl ConvTr1d {
                     }
                 }
             }
-            let b2 = self.b.as_ref().map(|bias| bias.iter().flat_map(|&v| std::iter::repeat_n(v, s)).collect::<Vec<f32>>());
-            let (w, bias) = upload(b, &self.name, &w2, b2.as_deref())?;
+            // (the bias stays `[out_c]`: each phase reads its channel's)
+            let (w, bias) = upload(b, &self.name, &w2, self.b.as_deref())?;
             let spec = ConvSpec {
                 name: &self.name,
                 w: &w,
