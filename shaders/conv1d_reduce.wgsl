@@ -1,5 +1,8 @@
-// Causal streaming Conv1d for deep, short layers: one workgroup of 64 threads per output
-// element, the threads striding over (input channel, tap) pairs, then a tree reduction. Same
+// Causal streaming Conv1d for deep, short layers: p.lanes threads per output element (16 to
+// 256, a power of two; a workgroup of 256 threads computes 256 / p.lanes consecutive
+// outputs), the lanes striding over (input channel, tap) pairs eight at a time (their loads
+// go out together: a lane's chain of round trips to memory is n / (8 lanes) long), then a
+// tree reduction over the lanes. Same
 // bindings, parameters, staging, carry and result as conv1d_tiled.wgsl (a workgroup per tile
 // of outputs, which suits wide, long layers); the plan builder picks one by shape.
 //
@@ -27,6 +30,10 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
+    lanes: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {
@@ -45,7 +52,8 @@ struct Frame {
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> frame: Frame;
 
-var<workgroup> red: array<f32, 64>;
+const WG: u32 = 256u;
+var<workgroup> red: array<f32, 256>;
 
 // Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
 // phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
@@ -86,60 +94,65 @@ fn staged(c: u32, j: u32, cur: u32) -> f32 {
     return prev[(cur * p.in_c + c) * p.tp + j];
 }
 
-@compute @workgroup_size(64)
+// weight e of the output's row times its input (channel g * in_g + e / k, tap e % k)
+fn pair(wo: u32, e: u32, cin: u32, x0: u32, cur: u32) -> f32 {
+    return w[wo + e] * staged(cin + e / p.k, x0 + (e % p.k) * p.dilation, cur);
+}
+
+@compute @workgroup_size(256)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid3: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let idx = wid.x + wid.y * nwg.x;
+    let wl = wid.x + wid.y * nwg.x;
     let cur = frame.index % 2u;
     // the next frame's prefix, strided over every thread of the grid
-    let threads = nwg.x * nwg.y * 64u;
-    for (var e = idx * 64u + lid; e < p.in_c * p.tp; e += threads) {
+    let threads = nwg.x * nwg.y * WG;
+    for (var e = wl * WG + lid; e < p.in_c * p.tp; e += threads) {
         let c = e / p.tp;
         let i = e % p.tp;
         prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
     }
-    if (idx >= p.out_c * p.t_out) {
-        return;
-    }
+    let lanes = p.lanes;
+    let lane = lid % lanes;
+    let idx = wl * (WG / lanes) + lid / lanes;
+    // every thread reaches the barriers below; those past the last output sum nothing
+    let valid = idx < p.out_c * p.t_out;
     let oc = idx / p.t_out;
     let t = idx % p.t_out;
     let in_g = p.in_c / p.groups;
-    let g = oc / (p.out_c / p.groups);
+    let cin = (oc / (p.out_c / p.groups)) * in_g;
     let x0 = t * p.stride;
     var acc = 0.0;
-    let n = in_g * p.k;
-    let wo = oc * n;
-    // four (weight, input) pairs a lane at a time: their loads go out together instead of
-    // one round trip to memory per pair
-    var e = lid;
-    for (; e + 192u < n; e += 256u) {
-        let w0 = w[wo + e];
-        let w1 = w[wo + e + 64u];
-        let w2 = w[wo + e + 128u];
-        let w3 = w[wo + e + 192u];
-        let a0 = staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
-        let a1 = staged(g * in_g + (e + 64u) / p.k, x0 + ((e + 64u) % p.k) * p.dilation, cur);
-        let a2 = staged(g * in_g + (e + 128u) / p.k, x0 + ((e + 128u) % p.k) * p.dilation, cur);
-        let a3 = staged(g * in_g + (e + 192u) / p.k, x0 + ((e + 192u) % p.k) * p.dilation, cur);
-        acc += (w0 * a0 + w1 * a1) + (w2 * a2 + w3 * a3);
+    let n = select(0u, in_g * p.k, valid);
+    let wo = oc * in_g * p.k;
+    var e = lane;
+    for (; e + 7u * lanes < n; e += 8u * lanes) {
+        let a0 = pair(wo, e, cin, x0, cur);
+        let a1 = pair(wo, e + lanes, cin, x0, cur);
+        let a2 = pair(wo, e + 2u * lanes, cin, x0, cur);
+        let a3 = pair(wo, e + 3u * lanes, cin, x0, cur);
+        let a4 = pair(wo, e + 4u * lanes, cin, x0, cur);
+        let a5 = pair(wo, e + 5u * lanes, cin, x0, cur);
+        let a6 = pair(wo, e + 6u * lanes, cin, x0, cur);
+        let a7 = pair(wo, e + 7u * lanes, cin, x0, cur);
+        acc += ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
     }
-    for (; e < n; e += 64u) {
-        acc += w[wo + e] * staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
+    for (; e < n; e += lanes) {
+        acc += pair(wo, e, cin, x0, cur);
     }
     red[lid] = acc;
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
             red[lid] += red[lid + s];
         }
         workgroupBarrier();
     }
-    if (lid == 0u) {
-        var v = red[0];
+    if (lane == 0u && valid) {
+        var v = red[lid];
         if (p.has_bias == 1u) {
             v += b[oc / max(p.phases, 1u)];
         }

@@ -51,6 +51,11 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
+    // conv1d_reduce's threads per output (not read here)
+    lanes: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {

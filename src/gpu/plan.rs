@@ -461,9 +461,18 @@ pub enum ConvKernel {
     /// window and weights staged in workgroup memory) at every shape that fits it; a conv
     /// that does not is an [`Error::Config`].
     Tiled,
-    /// `conv1d_reduce` (a workgroup per output, 64 threads over the reduction) at every
-    /// shape.
+    /// `conv1d_reduce` (16 to 256 threads per output over the reduction,
+    /// [`conv_reduce_lanes`]) at every shape.
     Reduce,
+}
+
+/// Threads per output of `conv1d_reduce` for a reduction of `n` (input channels per group
+/// times taps): about 16 terms each (two rounds of the kernel's eight loads in flight), a
+/// power of two from 16 to 256. Mimi's deepest downsampling conv (512 x 16 terms) gets 256,
+/// its 256-channel pointwise convs 16.
+pub(crate) fn conv_reduce_lanes(n: usize) -> usize {
+    let target = (n / 16).clamp(16, 256);
+    1 << (usize::BITS - 1 - target.leading_zeros())
 }
 
 /// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
@@ -923,6 +932,8 @@ impl<'a> PlanBuilder<'a> {
             replicate: spec.replicate as u32,
             time_major_out: time_major_out as u32,
             phases: phases as u32,
+            lanes: conv_reduce_lanes((spec.in_c / spec.groups) * spec.k) as u32,
+            _pad: [0; 3],
         };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
@@ -955,7 +966,8 @@ impl<'a> PlanBuilder<'a> {
             let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
             self.step(&CONV1D_TILED, spec.name.to_string(), &bufs, grid_for(tiles));
         } else {
-            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
+            let per_workgroup = 256 / p.lanes as usize;
+            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs.div_ceil(per_workgroup)));
         }
         Ok(y)
     }
