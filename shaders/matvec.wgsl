@@ -11,8 +11,7 @@
 // With p.norm == 1 the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
 // biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
 // each workgroup taking its rows' means and variances in layer_norm.wgsl's summation order
-// (256 lanes, then a tree; the 4 rows of a group in one tree), so the normed inputs are
-// those that kernel writes.
+// (256 lanes, then a tree), so the normed inputs are those that kernel writes.
 // v = sum_j w[i, j] * x[r, j]; v = gelu(v) when p.gelu == 1 (exact erf GELU, torch's
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
@@ -49,23 +48,23 @@ const ROWS: u32 = 4u;
 var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
+var<workgroup> lred: array<f32, 256>;
 
 fn xs(e: u32) -> f32 {
     return x[e / 4u][e % 4u];
 }
 
-// layer_norm.wgsl's reduce_sum, over all 256 threads, for the group's 4 time rows at once
-// (a component per row, each summed in that kernel's order)
-fn reduce_sum4(lid: u32, v: vec4<f32>) -> vec4<f32> {
-    red[lid] = v;
+// layer_norm.wgsl's reduce_sum, over all 256 threads
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+    lred[lid] = v;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (lid < s) {
-            red[lid] += red[lid + s];
+            lred[lid] += lred[lid + s];
         }
         workgroupBarrier();
     }
-    let total = red[0];
+    let total = lred[0];
     workgroupBarrier();
     return total;
 }
@@ -94,44 +93,30 @@ fn main(
     let k4 = p.k / 4u;
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
-        let wo = wi * k4;
-        // the lane's first two weight vec4s, loaded before the LayerNorm statistics: they do
-        // not depend on the input, so their trip to memory overlaps the statistics'
-        let w0 = w[wo + min(lane, k4 - 1u)];
-        let w1 = w[wo + min(lane + LANES, k4 - 1u)];
         if (p.norm == 1u) {
-            var sum = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
                 let xo = p.x_offset + (r0 + r) * p.k;
+                var acc = 0.0;
                 for (var j = lid; j < p.k; j += 256u) {
-                    sum[r] += xs(xo + j);
+                    acc += xs(xo + j);
                 }
-            }
-            let mean = reduce_sum4(lid, sum) / f32(p.k);
-            var vsum = vec4<f32>(0.0);
-            for (var r = 0u; r < rows; r++) {
-                let xo = p.x_offset + (r0 + r) * p.k;
+                let mean = reduce_sum(lid, acc) / f32(p.k);
+                var vacc = 0.0;
                 for (var j = lid; j < p.k; j += 256u) {
-                    let d = xs(xo + j) - mean[r];
-                    vsum[r] += d * d;
+                    let d = xs(xo + j) - mean;
+                    vacc += d * d;
                 }
-            }
-            let inv = vec4<f32>(1.0) / sqrt(reduce_sum4(lid, vsum) / f32(p.k) + vec4<f32>(p.eps));
-            if (lid < rows) {
-                stats[lid] = vec2<f32>(mean[lid], inv[lid]);
+                let inv = 1.0 / sqrt(reduce_sum(lid, vacc) / f32(p.k) + p.eps);
+                if (lid == 0u) {
+                    stats[r] = vec2<f32>(mean, inv);
+                }
             }
             workgroupBarrier();
         }
         var acc = vec4<f32>(0.0);
+        let wo = wi * k4;
         for (var j = lane; j < k4; j += LANES) {
-            var wv: vec4<f32>;
-            if (j == lane) {
-                wv = w0;
-            } else if (j == lane + LANES) {
-                wv = w1;
-            } else {
-                wv = w[wo + j];
-            }
+            let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
                 var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
                 if (p.norm == 1u) {

@@ -8,8 +8,7 @@
 //
 // A workgroup of 256 threads is 256 / p.lanes row groups of p.lanes threads; a row group
 // computes 4 consecutive output rows of one input row, its lanes taking units l,
-// l + lanes, ... of the chunk (two per iteration, for more loads in flight; the first two
-// loaded before the chunk's quantization); then a tree
+// l + lanes, ... of the chunk (two per iteration, for more loads in flight); then a tree
 // reduction per row over the group's lanes. Workgroup w computes input row
 // w / ceil(n / rows) and its rows (w % ceil(n / rows)) * rows, ... (rows = 4 * 256 / lanes).
 //
@@ -116,20 +115,11 @@ fn dot16(q: vec4<u32>, h: vec4<u32>) -> i32 {
     return (dot4I8Packed(q.x, h.x) + dot4I8Packed(q.y, h.y)) + (dot4I8Packed(q.z, h.z) + dot4I8Packed(q.w, h.w));
 }
 
-// Unit u (global) of weight row i: its quants and its block's scale.
-struct Unit {
-    q: vec4<u32>,
-    s: f32,
-}
-
-fn unit_of(i: u32, u: u32) -> Unit {
-    return Unit(quants[i * (p.k / 16u) + u], scale_of(i * (p.k / 32u) + (u >> 1u)));
-}
-
-// A weight unit against the chunk's unit slot, scaled.
-fn unit_dot(w: Unit, slot: u32) -> f32 {
-    let v = f32(dot16(w.q, x_hi[slot])) + f32(dot16(w.q, x_lo[slot])) * (1.0 / 254.0);
-    return w.s * x_scale[slot] * v;
+// Unit u (global) of weight row i against the chunk's unit slot, scaled.
+fn unit_dot(i: u32, u: u32, slot: u32) -> f32 {
+    let q = quants[i * (p.k / 16u) + u];
+    let v = f32(dot16(q, x_hi[slot])) + f32(dot16(q, x_lo[slot])) * (1.0 / 254.0);
+    return scale_of(i * (p.k / 32u) + (u >> 1u)) * x_scale[slot] * v;
 }
 
 @compute @workgroup_size(256)
@@ -159,29 +149,6 @@ fn main(
     var sq = 0.0;
     for (var c0 = 0u; c0 < nu; c0 += CHUNK) {
         let units = min(CHUNK, nu - c0);
-        // the chunk's first pair of weight units for the group's 4 rows, loaded before the
-        // barriers: they do not depend on the input, so their trip to memory overlaps the
-        // input's and its quantization
-        let pair = valid && lane + lanes < units;
-        var wa0: Unit;
-        var wa1: Unit;
-        var wa2: Unit;
-        var wa3: Unit;
-        var wb0: Unit;
-        var wb1: Unit;
-        var wb2: Unit;
-        var wb3: Unit;
-        if (pair) {
-            let u = c0 + lane;
-            wa0 = unit_of(i0, u);
-            wa1 = unit_of(i0 + 1u, u);
-            wa2 = unit_of(i0 + 2u, u);
-            wa3 = unit_of(i0 + 3u, u);
-            wb0 = unit_of(i0, u + lanes);
-            wb1 = unit_of(i0 + 1u, u + lanes);
-            wb2 = unit_of(i0 + 2u, u + lanes);
-            wb3 = unit_of(i0 + 3u, u + lanes);
-        }
         workgroupBarrier();
         if (live && lid < units) {
             let u = c0 + lid;
@@ -205,32 +172,22 @@ fn main(
             var j = lane;
             for (; j + lanes < units; j += 2u * lanes) {
                 let j1 = j + lanes;
-                if (j != lane) {
-                    let u = c0 + j;
-                    let u1 = c0 + j1;
-                    wa0 = unit_of(i0, u);
-                    wa1 = unit_of(i0 + 1u, u);
-                    wa2 = unit_of(i0 + 2u, u);
-                    wa3 = unit_of(i0 + 3u, u);
-                    wb0 = unit_of(i0, u1);
-                    wb1 = unit_of(i0 + 1u, u1);
-                    wb2 = unit_of(i0 + 2u, u1);
-                    wb3 = unit_of(i0 + 3u, u1);
-                }
-                acc.x += unit_dot(wa0, j) + unit_dot(wb0, j1);
-                acc.y += unit_dot(wa1, j) + unit_dot(wb1, j1);
-                acc.z += unit_dot(wa2, j) + unit_dot(wb2, j1);
-                acc.w += unit_dot(wa3, j) + unit_dot(wb3, j1);
+                let u = c0 + j;
+                let u1 = c0 + j1;
+                acc.x += unit_dot(i0, u, j) + unit_dot(i0, u1, j1);
+                acc.y += unit_dot(i0 + 1u, u, j) + unit_dot(i0 + 1u, u1, j1);
+                acc.z += unit_dot(i0 + 2u, u, j) + unit_dot(i0 + 2u, u1, j1);
+                acc.w += unit_dot(i0 + 3u, u, j) + unit_dot(i0 + 3u, u1, j1);
                 if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j] + x_sq[j1];
                 }
             }
             if (j < units) {
                 let u = c0 + j;
-                acc.x += unit_dot(unit_of(i0, u), j);
-                acc.y += unit_dot(unit_of(i0 + 1u, u), j);
-                acc.z += unit_dot(unit_of(i0 + 2u, u), j);
-                acc.w += unit_dot(unit_of(i0 + 3u, u), j);
+                acc.x += unit_dot(i0, u, j);
+                acc.y += unit_dot(i0 + 1u, u, j);
+                acc.z += unit_dot(i0 + 2u, u, j);
+                acc.w += unit_dot(i0 + 3u, u, j);
                 if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j];
                 }

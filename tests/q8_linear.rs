@@ -68,8 +68,7 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
         cases.push((100, 320, Q8Kernel::Fixed { lanes: 32 }));
         cases.extend([Q8Kernel::Blocks, Q8Kernel::Auto].map(|q| (Q8_NORM_APART / 2048, 2048, q)));
         // past one chunk of the i8 kernel's quantized input (256 units of 16): 276 units, a
-        // second chunk of 20 (its first pair of weight units loaded before its barriers, as
-        // the first chunk's)
+        // second chunk of 20 (a tail for 16 lanes, lanes without a pair)
         cases.extend([Q8Kernel::Auto, Q8Kernel::Fixed { lanes: 16 }].map(|q| (12, 4416, q)));
         // The default: the lanes of `Blocks` at the temporal transformer's shapes, a lane per
         // unit at the depformer's
