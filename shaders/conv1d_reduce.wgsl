@@ -94,9 +94,16 @@ fn staged(c: u32, j: u32, cur: u32) -> f32 {
     return prev[(cur * p.in_c + c) * p.tp + j];
 }
 
-// weight e of the output's row times its input (channel g * in_g + e / k, tap e % k)
-fn pair(wo: u32, e: u32, cin: u32, x0: u32, cur: u32) -> f32 {
-    return w[wo + e] * staged(cin + e / p.k, x0 + (e % p.k) * p.dilation, cur);
+// Term e of the output's reduction: weight e of its row times input (channel cin + cj.x,
+// tap cj.y), cj = (e / k, e % k) kept by `advance` (no division a term).
+fn term(wo: u32, e: u32, cj: vec2<u32>, cin: u32, x0: u32, cur: u32) -> f32 {
+    return w[wo + e] * staged(cin + cj.x, x0 + cj.y * p.dilation, cur);
+}
+
+// (channel, tap) of term e + lanes from that of e, d = (lanes / k, lanes % k)
+fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
+    let t = cj.y + d.y;
+    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
 }
 
 @compute @workgroup_size(256)
@@ -128,20 +135,31 @@ fn main(
     var acc = 0.0;
     let n = select(0u, in_g * p.k, valid);
     let wo = oc * in_g * p.k;
+    let d = vec2<u32>(lanes / p.k, lanes % p.k);
+    var cj = vec2<u32>(lane / p.k, lane % p.k);
     var e = lane;
     for (; e + 7u * lanes < n; e += 8u * lanes) {
-        let a0 = pair(wo, e, cin, x0, cur);
-        let a1 = pair(wo, e + lanes, cin, x0, cur);
-        let a2 = pair(wo, e + 2u * lanes, cin, x0, cur);
-        let a3 = pair(wo, e + 3u * lanes, cin, x0, cur);
-        let a4 = pair(wo, e + 4u * lanes, cin, x0, cur);
-        let a5 = pair(wo, e + 5u * lanes, cin, x0, cur);
-        let a6 = pair(wo, e + 6u * lanes, cin, x0, cur);
-        let a7 = pair(wo, e + 7u * lanes, cin, x0, cur);
+        let c1 = advance(cj, d);
+        let c2 = advance(c1, d);
+        let c3 = advance(c2, d);
+        let c4 = advance(c3, d);
+        let c5 = advance(c4, d);
+        let c6 = advance(c5, d);
+        let c7 = advance(c6, d);
+        let a0 = term(wo, e, cj, cin, x0, cur);
+        let a1 = term(wo, e + lanes, c1, cin, x0, cur);
+        let a2 = term(wo, e + 2u * lanes, c2, cin, x0, cur);
+        let a3 = term(wo, e + 3u * lanes, c3, cin, x0, cur);
+        let a4 = term(wo, e + 4u * lanes, c4, cin, x0, cur);
+        let a5 = term(wo, e + 5u * lanes, c5, cin, x0, cur);
+        let a6 = term(wo, e + 6u * lanes, c6, cin, x0, cur);
+        let a7 = term(wo, e + 7u * lanes, c7, cin, x0, cur);
         acc += ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+        cj = advance(c7, d);
     }
     for (; e < n; e += lanes) {
-        acc += pair(wo, e, cin, x0, cur);
+        acc += term(wo, e, cj, cin, x0, cur);
+        cj = advance(cj, d);
     }
     red[lid] = acc;
     workgroupBarrier();
