@@ -201,8 +201,8 @@ fn residual_adds_prepare_the_next_rmsnorm() {
 
 
 /// The depformer's self-attention inside its out_proj (`attention_out_proj`, the i8
-/// kernel's `main_attention`, the plan of `AttentionKernel::OutProj`) against
-/// `rope_attention_small` before a plain out_proj (the default plan), step by step on the same random q | k | v rows and
+/// kernel's `main_attention`) against `rope_attention_small` before a plain out_proj (the
+/// plan of `AttentionKernel::Apart`), step by step on the same random q | k | v rows and
 /// weights, and both against the f64 oracle of softmax attention over the window then the
 /// dequantized matrix: at the depformer's shape (16 heads of 64, 8 slots) two frames of
 /// positions 0 to 7 (windows of 1, 2 .. 8 positions, the second frame over the first's
@@ -220,12 +220,13 @@ fn attention_inside_out_proj_matches_attention_then_linear() {
             let mut b = PlanBuilder::new(&ctx, &frame0).unwrap();
             b.set_q8_dot(Q8Dot::I8);
             let spec = TransformerSpec { dim: 1024, heads: 16, context: 8, max_period: 10000.0, rope: false };
-            assert!(!b.can_attend_in_out_proj(&spec), "not by default");
-            b.set_attention_kernel(AttentionKernel::OutProj);
             assert!(b.can_attend_in_out_proj(&spec));
             assert!(!b.can_attend_in_out_proj(&TransformerSpec { rope: true, ..spec }));
             assert!(!b.can_attend_in_out_proj(&TransformerSpec { context: 9, ..spec }));
             assert!(!b.can_attend_in_out_proj(&TransformerSpec { dim: 2048, ..spec }));
+            b.set_attention_kernel(AttentionKernel::Apart);
+            assert!(!b.can_attend_in_out_proj(&spec));
+            b.set_attention_kernel(AttentionKernel::Auto);
             b.set_q8_dot(Q8Dot::F32);
             assert!(!b.can_attend_in_out_proj(&spec));
         }
@@ -253,11 +254,11 @@ fn attention_inside_out_proj_matches_attention_then_linear() {
                 positions.iter().map(|&pos| ctx.uniform("step", bytemuck::bytes_of(&FrameParams { pos: pos as u32, ..Default::default() }))).collect();
             // per plan: each step's y and prepared row, and the rings
             let mut outs = Vec::new();
-            for kernel in [AttentionKernel::OutProj, AttentionKernel::Auto] {
+            for kernel in [AttentionKernel::Auto, AttentionKernel::Apart] {
                 let mut b = PlanBuilder::new(&ctx, &frame0).unwrap();
                 b.set_q8_dot(Q8Dot::I8);
                 b.set_attention_kernel(kernel);
-                assert_eq!(b.can_attend_in_out_proj(&spec), kernel == AttentionKernel::OutProj);
+                assert_eq!(b.can_attend_in_out_proj(&spec), kernel == AttentionKernel::Auto);
                 let rings = b.attention_state("attn", &spec).unwrap();
                 let mut steps = Vec::new();
                 for (s, qkv) in qkvs.iter().enumerate() {
@@ -265,7 +266,7 @@ fn attention_inside_out_proj_matches_attention_then_linear() {
                     let y = Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![1, d] };
                     let row = b.normed_row("row", d).unwrap();
                     let norm = if prepared { Some((&ab, &row)) } else { None };
-                    if kernel == AttentionKernel::OutProj {
+                    if kernel == AttentionKernel::Auto {
                         b.attention_out_proj(&format!("step {s}"), &spec, &qt, &frames[s], &rings, (&quants, &scales), &y, norm).unwrap();
                     } else {
                         let attn = b.rope_attention_at(&format!("step {s}"), &spec, &qt, &frames[s], &rings).unwrap();
@@ -276,7 +277,7 @@ fn attention_inside_out_proj_matches_attention_then_linear() {
                     }
                     steps.push((y, row));
                 }
-                let per_step = if kernel == AttentionKernel::OutProj { 1 } else { 2 };
+                let per_step = if kernel == AttentionKernel::Auto { 1 } else { 2 };
                 assert_eq!(b.dispatches(), per_step * positions.len(), "{kernel:?}");
                 let (plan, _, _) = b.finish();
                 let mut enc = ctx.device.create_command_encoder(&Default::default());

@@ -611,7 +611,8 @@ pub const ATTENTION_LEAST: usize = 32;
 pub enum AttentionKernel {
     /// By shape (the default; `INFERENCELAYER_ATTENTION=auto`): `rope_attention_small` where
     /// the window has at most 32 positions and a thread for each of its vec4s fits one
-    /// workgroup (the depformer: 8 positions of 16), else `rope_attention_split` with
+    /// workgroup (the depformer: 8 positions of 16; where the plan can, inside the
+    /// out_proj after it: [`PlanBuilder::can_attend_in_out_proj`]), else `rope_attention_split` with
     /// [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`] (a wider chunk where the window would need
     /// over 256 splits) and `attention_combine`; `rope_attention` for windows past the split
     /// kernel's reach (131072 positions).
@@ -625,12 +626,10 @@ pub enum AttentionKernel {
     /// or `split:CHUNK/LEAST`): for benchmarks and tests. A window of at most `chunk`
     /// positions takes one split and no combine.
     Split { chunk: usize, least: usize },
-    /// [`Self::Auto`]'s kernels, and the depformer's attention inside its out_proj where
-    /// [`PlanBuilder::can_attend_in_out_proj`] allows (`INFERENCELAYER_ATTENTION=out_proj`,
-    /// [`PlanBuilder::attention_out_proj`]: 48 dispatches a frame fewer at Moshi 7B). Not the
-    /// default: on lavapipe the fused dispatch costs several ms where the two it replaces
-    /// cost about 0.2, and a faster step on a GPU is still to be shown.
-    OutProj,
+    /// [`Self::Auto`]'s kernels, each attention a dispatch of its own, also the depformer's
+    /// (`INFERENCELAYER_ATTENTION=apart`: `rope_attention_small`, then a plain out_proj):
+    /// for comparisons. [`Self::Fused`] and [`Self::Split`] keep their attention apart too.
+    Apart,
 }
 
 /// The kernels [`AttentionKernel::dispatch`] chose for one attention step.
@@ -646,15 +645,15 @@ pub enum AttentionDispatch {
 }
 
 impl AttentionKernel {
-    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `out_proj`, `fused`, `split` (the
+    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `apart`, `fused`, `split` (the
     /// split kernels at every shape, with [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`]) or
     /// `split:CHUNK/LEAST` (unset or empty, and on the web: [`Self::Auto`]). Any other value
     /// is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
-        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, out_proj, fused, split or split:CHUNK/LEAST, got {v:?}"));
+        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, apart, fused, split or split:CHUNK/LEAST, got {v:?}"));
         match std::env::var("INFERENCELAYER_ATTENTION").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
-            Ok("out_proj") => Ok(Self::OutProj),
+            Ok("apart") => Ok(Self::Apart),
             Ok("fused") => Ok(Self::Fused),
             Ok("split") => Ok(Self::Split { chunk: ATTENTION_CHUNK, least: ATTENTION_LEAST }),
             Ok(v) => {
@@ -676,7 +675,7 @@ impl AttentionKernel {
         match self {
             Self::Fused => AttentionDispatch::Fused,
             Self::Split { chunk, least } if fits(chunk) => split(chunk, least),
-            Self::Auto | Self::OutProj | Self::Split { .. } => {
+            Self::Auto | Self::Apart | Self::Split { .. } => {
                 if window <= SMALL_MAX_WINDOW && window * (head_dim / 4) <= 256 {
                     return AttentionDispatch::Small;
                 }
@@ -1438,15 +1437,15 @@ impl<'a> PlanBuilder<'a> {
         self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf), None)
     }
 
-    /// Whether [`Self::attention_out_proj`] takes a transformer of `spec`: the attention rule
-    /// [`AttentionKernel::OutProj`] (`INFERENCELAYER_ATTENTION=out_proj`; not the default),
-    /// the i8 Q8_0 kernel ([`Q8Dot::I8`]; the f32 kernel keeps `rope_attention_small` as a dispatch of its own), no rotary embedding,
+    /// Whether [`Self::attention_out_proj`] takes a transformer of `spec`: attention kernels
+    /// by shape ([`AttentionKernel::Auto`]), the i8 Q8_0 kernel ([`Q8Dot::I8`]; the f32
+    /// kernel keeps `rope_attention_small` as a dispatch of its own), no rotary embedding,
     /// `dim` a multiple of 32 and at most 1024, heads a multiple of 4 wide, at most 8 ring
     /// slots and 256 (head, slot) pairs, and a device that binds 9 storage buffers to one
     /// kernel: Moshi's depformer (16 heads of 64, 8 slots).
     pub fn can_attend_in_out_proj(&self, spec: &TransformerSpec) -> bool {
         let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
-        self.attention == AttentionKernel::OutProj
+        self.attention == AttentionKernel::Auto
             && self.q8_dot == Q8Dot::I8
             && !spec.rope
             && heads > 0
