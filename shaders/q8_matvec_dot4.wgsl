@@ -19,10 +19,6 @@
 //   products at the end).
 //
 // k must be a multiple of 32 and n of 4.
-//
-// A second entry point, `main_attention` (end of the file), forms its input row in
-// workgroup memory from a short causal attention before the same quantization and dot
-// products: a transformer layer's self-attention and out_proj in one dispatch.
 
 struct Params {
     n: u32,
@@ -61,9 +57,6 @@ var<workgroup> x_sq: array<f32, 256>;
 var<workgroup> red: array<vec4<f32>, 256>;
 var<workgroup> red_sq: array<f32, 256>;
 
-// set by main_attention only: the input row is the attention output held in `red`
-var<private> from_attention: bool;
-
 // f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
 fn f16_to_f32(h: u32) -> f32 {
     let e = (h >> 10u) & 0x1fu;
@@ -85,9 +78,6 @@ fn scale_of(block: u32) -> f32 {
 // Input vec4 v of the row at vec4 `row` as p.input makes it (for p.input 2 before the
 // 1 / rms factor); adds the raw squares to *sq for p.input 2.
 fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
-    if (from_attention) {
-        return red[v];
-    }
     let a = x[row + v];
     if (p.input == 1u) {
         let u = x[row + p.k / 4u + v];
@@ -132,8 +122,12 @@ fn unit_dot(i: u32, u: u32, slot: u32) -> f32 {
     return scale_of(i * (p.k / 32u) + (u >> 1u)) * x_scale[slot] * v;
 }
 
-// The linear of both entry points, workgroup wid of nwg, thread lid3.
-fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid3: vec3<u32>) {
+@compute @workgroup_size(256)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+) {
     let lid = lid3.x;
     let lanes = p.lanes;
     let g = lid / lanes;
@@ -239,168 +233,4 @@ fn linear(wid: vec3<u32>, nwg: vec3<u32>, lid3: vec3<u32>) {
             norm_out[p.n + i0 / RT] = (red_sq[lid] + red_sq[lid + 1u]) + (red_sq[lid + 2u] + red_sq[lid + 3u]);
         }
     }
-}
-
-@compute @workgroup_size(256)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-) {
-    linear(wid, nwg, lid3);
-}
-
-// main_attention: the linear above (p.t = 1, p.input 0, p.k = att.dim) whose input row is
-// the output of rope_attention_small.wgsl for the new position frame.pos, without rotation
-// (att.rope must be 0: Moshi's depformer), formed by every workgroup in `red` before the
-// quantization:
-//
-//   x              : the in_proj output q | k | v [3 dim / 4] vec4, heads of hd = dim / heads
-//   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
-//   att            : rope_attention_small's Params    frame : its Frame
-//
-// The window is that of rope_attention_small: positions lo = max(0, pos + 1 - window) ..=
-// pos, window = min(context, ring); an older one attends iff pos_ring stamps its slot
-// pos_k % ring with pos_k. The new key and value are read from x; workgroup 0 alone writes
-// them into slot pos % ring of the rings and stamps pos_ring there. No workgroup of the
-// dispatch reads that slot, so there is no race: the older positions lo .. pos - 1 are at
-// most window - 1 <= ring - 1 behind pos, so their slots all differ from pos % ring
-// (threads read them only for pos_k < pos, and the new position only from x); the next
-// dispatch that reads the slot comes after this one.
-//
-// Scores: s threads per (head, position) pair (s the largest power of two with
-// s * heads * window <= 256 and s <= hd / 4), each summing q.k over every s-th vec4 of the
-// head into red_sq; an invalid position is marked by NEG in its first part. Values: thread
-// c < dim / 4 loads column c of every position of the window before the barrier, then
-// takes the softmax of its head's scores and writes its vec4 of the output into red (the
-// linear's first barrier orders it before the quantization, which reads red and is done
-// before red holds the row sums).
-//
-// Needs dim a multiple of 32 and at most 1024 (red holds the row), hd a multiple of 4,
-// window at most 8 and heads * window at most 256.
-
-struct Attention {
-    dim: u32,
-    heads: u32,
-    ring: u32,
-    context: u32,
-    scale: f32,
-    freq_coef: f32,
-    rope: u32,
-    t: u32,
-}
-
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(7) var<storage, read_write> k_ring: array<vec4<f32>>;
-@group(0) @binding(8) var<storage, read_write> v_ring: array<vec4<f32>>;
-@group(0) @binding(9) var<storage, read_write> pos_ring: array<u32>;
-@group(0) @binding(10) var<uniform> att: Attention;
-@group(0) @binding(11) var<uniform> frame: Frame;
-
-const NEG: f32 = -3.0e38;
-const MAX_WINDOW: u32 = 8u;
-
-@compute @workgroup_size(256)
-fn main_attention(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_id) lid3: vec3<u32>,
-) {
-    let lid = lid3.x;
-    let dim4 = att.dim / 4u;
-    let hd4 = dim4 / att.heads;
-    let pos_q = frame.pos;
-    let slot_q = pos_q % att.ring;
-    let window = min(att.context, att.ring);
-    let lo = select(0u, pos_q + 1u - window, pos_q + 1u > window);
-    let nk = pos_q + 1u - lo;
-    if (wid.x + wid.y * nwg.x == 0u && lid < dim4) {
-        k_ring[slot_q * dim4 + lid] = x[dim4 + lid];
-        v_ring[slot_q * dim4 + lid] = x[2u * dim4 + lid];
-        if (lid == 0u) {
-            pos_ring[slot_q] = pos_q;
-        }
-    }
-    // part `part` of the score of head h, position pk
-    let pairs = att.heads * window;
-    var s = 1u;
-    while (2u * s * pairs <= WG && 2u * s <= hd4) {
-        s *= 2u;
-    }
-    let part = lid % s;
-    let h = (lid / s) / window;
-    let pk = lo + (lid / s) % window;
-    var d = 0.0;
-    if (h < att.heads && pk <= pos_q) {
-        let slot = pk % att.ring;
-        let valid = pk == pos_q || pos_ring[slot] == pk;
-        var acc = vec4<f32>(0.0);
-        // hd / 4 / s <= 2 window <= 16 vec4s a part
-        for (var i = 0u; i < 16u; i++) {
-            let e = part + i * s;
-            if (e < hd4) {
-                let col = h * hd4 + e;
-                var k: vec4<f32>;
-                if (pk == pos_q) {
-                    k = x[dim4 + col];
-                } else {
-                    k = k_ring[slot * dim4 + col];
-                }
-                acc += x[col] * k;
-            }
-        }
-        d = (acc.x + acc.y) + (acc.z + acc.w);
-        if (!valid) {
-            d = select(0.0, NEG, part == 0u);
-        }
-    }
-    red_sq[lid] = d;
-    // column lid of the values of the window
-    var vals: array<vec4<f32>, MAX_WINDOW>;
-    for (var j = 0u; j < MAX_WINDOW; j++) {
-        vals[j] = vec4<f32>(0.0);
-        let pj = lo + j;
-        if (lid < dim4 && j < nk) {
-            if (pj == pos_q) {
-                vals[j] = x[2u * dim4 + lid];
-            } else {
-                vals[j] = v_ring[(pj % att.ring) * dim4 + lid];
-            }
-        }
-    }
-    workgroupBarrier();
-    if (lid < dim4) {
-        let hc = lid / hd4;
-        var sc: array<f32, MAX_WINDOW>;
-        var m = NEG;
-        for (var j = 0u; j < MAX_WINDOW; j++) {
-            sc[j] = NEG;
-            if (j < nk) {
-                var t = 0.0;
-                for (var i = 0u; i < s; i++) {
-                    t += red_sq[(hc * window + j) * s + i];
-                }
-                sc[j] = select(t * att.scale, NEG, t < -1.0e38);
-                m = max(m, sc[j]);
-            }
-        }
-        var den = 0.0;
-        var o = vec4<f32>(0.0);
-        for (var j = 0u; j < MAX_WINDOW; j++) {
-            if (sc[j] > -1.0e38) {
-                let e = exp(sc[j] - m);
-                den += e;
-                o += e * vals[j];
-            }
-        }
-        red[lid] = o / den;
-    }
-    from_attention = true;
-    linear(wid, nwg, lid3);
 }

@@ -109,7 +109,7 @@ async fn browser_every_kernel_compiles() {
             label: Some(k.name),
             layout: None,
             module: &module,
-            entry_point: Some(k.entry),
+            entry_point: Some("main"),
             compilation_options: Default::default(),
             cache: None,
         });

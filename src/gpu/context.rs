@@ -356,7 +356,7 @@ impl GpuContext {
             label: Some(kernel.name),
             layout: Some(&pl),
             module: &module,
-            entry_point: Some(kernel.entry),
+            entry_point: Some("main"),
             compilation_options: Default::default(),
             cache: None,
         });

@@ -18,15 +18,12 @@ pub enum Binding {
     Uniform,
 }
 
-/// One WGSL kernel: a name (its pipeline label: the file stem, or for a second entry point
-/// of a file the stem and the entry point), its source, its entry point and the bindings
-/// that entry point uses, in binding order (all in bind group 0; a module's other entry
-/// points may use more).
+/// One WGSL kernel: a name (its file stem and pipeline label), its source and its bindings
+/// in binding order (all in bind group 0; the entry point is always `main`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
     pub name: &'static str,
     pub source: &'static str,
-    pub entry: &'static str,
     pub bindings: &'static [Binding],
 }
 
@@ -37,15 +34,6 @@ macro_rules! kernel {
         pub const $id: Kernel = Kernel {
             name: $name,
             source: include_str!(concat!("../../shaders/", $name, ".wgsl")),
-            entry: "main",
-            bindings: &[$($b),*],
-        };
-    };
-    ($id:ident, $name:literal, $entry:literal, [$($b:expr),*]) => {
-        pub const $id: Kernel = Kernel {
-            name: concat!($name, ".", $entry),
-            source: include_str!(concat!("../../shaders/", $name, ".wgsl")),
-            entry: $entry,
             bindings: &[$($b),*],
         };
     };
@@ -71,9 +59,6 @@ kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
 kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
-// the same linear after a short attention over the KV rings (the depformer's out_proj): the
-// bindings of `main`, then k_ring, v_ring, pos_ring, the attention's parameters and frame
-kernel!(Q8_MATVEC_DOT4_ATTENTION, "q8_matvec_dot4", "main_attention", [R, R, R, R, RW, U, RW, RW, RW, RW, U, U]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -85,7 +70,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_REDUCE, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_ATTENTION, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
+    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).

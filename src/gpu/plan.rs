@@ -416,8 +416,8 @@ pub struct NormedRow {
 /// `INFERENCELAYER_FUSE=1`. By default each normed linear takes its norm from the raw row
 /// (the i8 kernel as it quantizes it, the f32 kernel below [`Q8_NORM_APART`], a norm
 /// dispatch above), which the H200 measured faster with the i8 kernel: the depformer's
-/// plan 1.83 ms in one pass against 2.10 with the prepared rows (and an earlier attention
-/// input of out_proj; the residual add's epilogue
+/// plan 1.83 ms in one pass against 2.10 with the prepared rows (and an attention fused into
+/// out_proj, since removed; the residual add's epilogue
 /// costs a latency-bound dispatch more than the norm it saves), the temporal plan within
 /// 1%. Read once per plan build; on the web always off.
 pub fn fuse_norms() -> bool {
@@ -505,8 +505,7 @@ pub enum Q8Kernel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q8Dot {
     /// In f32 (`shaders/q8_matvec.wgsl`, `INFERENCELAYER_Q8_DOT=f32`): every weight byte
-    /// converted to a float and multiplied by the f32 input. The depformer's attention
-    /// stays a dispatch of its own before out_proj ([`PlanBuilder::can_attend_in_out_proj`]).
+    /// converted to a float and multiplied by the f32 input.
     F32,
     /// On packed 8-bit integers (`shaders/q8_matvec_dot4.wgsl`, the default;
     /// `INFERENCELAYER_Q8_DOT=i8`): each workgroup quantizes the input row into workgroup
@@ -611,8 +610,7 @@ pub const ATTENTION_LEAST: usize = 32;
 pub enum AttentionKernel {
     /// By shape (the default; `INFERENCELAYER_ATTENTION=auto`): `rope_attention_small` where
     /// the window has at most 32 positions and a thread for each of its vec4s fits one
-    /// workgroup (the depformer: 8 positions of 16; where the plan can, inside the
-    /// out_proj after it: [`PlanBuilder::can_attend_in_out_proj`]), else `rope_attention_split` with
+    /// workgroup (the depformer: 8 positions of 16), else `rope_attention_split` with
     /// [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`] (a wider chunk where the window would need
     /// over 256 splits) and `attention_combine`; `rope_attention` for windows past the split
     /// kernel's reach (131072 positions).
@@ -626,10 +624,6 @@ pub enum AttentionKernel {
     /// or `split:CHUNK/LEAST`): for benchmarks and tests. A window of at most `chunk`
     /// positions takes one split and no combine.
     Split { chunk: usize, least: usize },
-    /// [`Self::Auto`]'s kernels, each attention a dispatch of its own, also the depformer's
-    /// (`INFERENCELAYER_ATTENTION=apart`: `rope_attention_small`, then a plain out_proj):
-    /// for comparisons. [`Self::Fused`] and [`Self::Split`] keep their attention apart too.
-    Apart,
 }
 
 /// The kernels [`AttentionKernel::dispatch`] chose for one attention step.
@@ -645,15 +639,14 @@ pub enum AttentionDispatch {
 }
 
 impl AttentionKernel {
-    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `apart`, `fused`, `split` (the
-    /// split kernels at every shape, with [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`]) or
+    /// The rule `INFERENCELAYER_ATTENTION` names: `auto`, `fused`, `split` (the split kernels
+    /// at every shape, with [`ATTENTION_CHUNK`] and [`ATTENTION_LEAST`]) or
     /// `split:CHUNK/LEAST` (unset or empty, and on the web: [`Self::Auto`]). Any other value
     /// is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
-        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, apart, fused, split or split:CHUNK/LEAST, got {v:?}"));
+        let bad = |v: &str| Error::Input(format!("INFERENCELAYER_ATTENTION must be auto, fused, split or split:CHUNK/LEAST, got {v:?}"));
         match std::env::var("INFERENCELAYER_ATTENTION").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
-            Ok("apart") => Ok(Self::Apart),
             Ok("fused") => Ok(Self::Fused),
             Ok("split") => Ok(Self::Split { chunk: ATTENTION_CHUNK, least: ATTENTION_LEAST }),
             Ok(v) => {
@@ -675,7 +668,7 @@ impl AttentionKernel {
         match self {
             Self::Fused => AttentionDispatch::Fused,
             Self::Split { chunk, least } if fits(chunk) => split(chunk, least),
-            Self::Auto | Self::Apart | Self::Split { .. } => {
+            Self::Auto | Self::Split { .. } => {
                 if window <= SMALL_MAX_WINDOW && window * (head_dim / 4) <= 256 {
                     return AttentionDispatch::Small;
                 }
@@ -1411,7 +1404,7 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate, None, None)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate, None)
     }
 
     /// A residual add from a Q8_0 linear that also prepares the next RMSNorm:
@@ -1434,78 +1427,7 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a residual add of {n} rows takes y [1, {n}], got {:?} and a norm row of {}", y.shape, next.dim)));
         }
         let input = if gated { Q8Input::Gated } else { Q8Input::Plain };
-        self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf), None)
-    }
-
-    /// Whether [`Self::attention_out_proj`] takes a transformer of `spec`: attention kernels
-    /// by shape ([`AttentionKernel::Auto`]), the i8 Q8_0 kernel ([`Q8Dot::I8`]; the f32
-    /// kernel keeps `rope_attention_small` as a dispatch of its own), no rotary embedding,
-    /// `dim` a multiple of 32 and at most 1024, heads a multiple of 4 wide, at most 8 ring
-    /// slots and 256 (head, slot) pairs, and a device that binds 9 storage buffers to one
-    /// kernel: Moshi's depformer (16 heads of 64, 8 slots).
-    pub fn can_attend_in_out_proj(&self, spec: &TransformerSpec) -> bool {
-        let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
-        self.attention == AttentionKernel::Auto
-            && self.q8_dot == Q8Dot::I8
-            && !spec.rope
-            && heads > 0
-            && dim % heads == 0
-            && (dim / heads) % 4 == 0
-            && dim % 32 == 0
-            && dim <= 1024
-            && (1..=8).contains(&ring)
-            && heads * ring <= 256
-            && self.ctx.device.limits().max_storage_buffers_per_shader_stage >= 9
-    }
-
-    /// A transformer layer's self-attention of one new position and its out_proj in one
-    /// dispatch (`main_attention` of `shaders/q8_matvec_dot4.wgsl`): what
-    /// [`Self::rope_attention_at`] computes with `rope_attention_small` for `qkv` `[1, 3 dim]`
-    /// (in_proj's output) at the position `frame` holds over `rings` (from
-    /// [`Self::attention_state`], `spec.context` slots: the new key and value pushed, its
-    /// slot stamped, the older positions of the window attended where their slot holds
-    /// them; moshi.modules.transformer.StreamingMultiheadAttention without rotation), then
-    /// `y += W_out attn` ([`Self::q8_linear`]) or, with `norm`, the residual add of
-    /// [`Self::q8_linear_residual`] that prepares the next RMSNorm. `y` must be `[1, dim]`.
-    /// [`Error::Config`] where [`Self::can_attend_in_out_proj`] is false or the shapes
-    /// disagree.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_out_proj(
-        &mut self,
-        label: &str,
-        spec: &TransformerSpec,
-        qkv: &Tensor,
-        frame: &wgpu::Buffer,
-        rings: &[wgpu::Buffer; 3],
-        w: (&wgpu::Buffer, &wgpu::Buffer),
-        y: &Tensor,
-        norm: Option<(&wgpu::Buffer, &NormedRow)>,
-    ) -> Result<()> {
-        let (d, heads) = (spec.dim, spec.heads);
-        if !self.can_attend_in_out_proj(spec) || qkv.shape != [1, 3 * d] || y.len() != d || norm.is_some_and(|(_, r)| r.dim != d) {
-            return Err(Error::config(
-                label,
-                format!("an attention of dim {d}, {heads} heads, {} slots inside out_proj cannot take qkv {:?}, y {:?} (or this plan keeps it apart)", spec.context, qkv.shape, y.shape),
-            ));
-        }
-        let hd = d / heads;
-        let p = RopeAttentionParams {
-            dim: d as u32,
-            heads: heads as u32,
-            ring: spec.context as u32,
-            context: spec.context as u32,
-            scale: (1.0 / (hd as f64).sqrt()) as f32,
-            freq_coef: 0.0,
-            rope: 0,
-            t: 1,
-        };
-        let pb = self.params(&format!("{label} attention"), &p);
-        let [k_ring, v_ring, pos_ring] = rings;
-        let (alpha, next) = match norm {
-            Some((alpha, row)) => (alpha.clone(), Some(&row.buf)),
-            None => (self.dummy.clone(), None),
-        };
-        self.q8_matvec(label, w, (d, d), 1, (&qkv.buf, 0), (Q8Input::Plain, &alpha), (&y.buf, 0, d), true, next, Some([k_ring, v_ring, pos_ring, &pb, frame]))
+        self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf))
     }
 
     /// A row buffer for [`Self::q8_linear_residual`] to prepare an RMSNorm of width `dim`
@@ -1532,7 +1454,7 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
         }
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, accumulate, None, None)
+        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, accumulate, None)
     }
 
     /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
@@ -1550,7 +1472,7 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate, None, None)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate, None)
     }
 
     /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
@@ -1596,7 +1518,7 @@ impl<'a> PlanBuilder<'a> {
         if x.len() != k {
             return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
         }
-        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate, None, None)
+        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1611,7 +1533,6 @@ impl<'a> PlanBuilder<'a> {
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         accumulate: bool,
         norm_out: Option<&wgpu::Buffer>,
-        attention: Option<[&wgpu::Buffer; 5]>,
     ) -> Result<()> {
         if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
             return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
@@ -1650,16 +1571,11 @@ impl<'a> PlanBuilder<'a> {
             None => self.unused_output(),
         };
         let norm_out = norm_out.unwrap_or(&dummy);
-        let mut bufs = vec![quants, scales, x, alpha, y, &pb, norm_out];
-        let kernel = match (self.q8_dot, attention) {
-            (Q8Dot::I8, Some(att)) => {
-                bufs.extend(att);
-                &Q8_MATVEC_DOT4_ATTENTION
-            }
-            (Q8Dot::I8, None) => &Q8_MATVEC_DOT4,
-            (Q8Dot::F32, _) => &Q8_MATVEC,
+        let kernel = match self.q8_dot {
+            Q8Dot::I8 => &Q8_MATVEC_DOT4,
+            Q8Dot::F32 => &Q8_MATVEC,
         };
-        self.step(kernel, label.to_string(), &bufs, grid_for(d.groups));
+        self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
 

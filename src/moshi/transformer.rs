@@ -310,10 +310,7 @@ impl GpuTransformer {
     /// dispatch of its own; `out_norm` (a gain `[dim]` and a row of width `dim`) has the
     /// last residual add prepare a norm that follows the stack as well. Without `fuse` the
     /// norms are taken from `x` ([`PlanBuilder::q8_linear_normed`]) and `out_norm` is not
-    /// written. Where the builder can ([`PlanBuilder::can_attend_in_out_proj`]: the
-    /// depformer's short, unrotated window with the i8 kernel), each layer's self-attention
-    /// runs inside its out_proj ([`PlanBuilder::attention_out_proj`]): a dispatch fewer a
-    /// layer.
+    /// written.
     #[allow(clippy::too_many_arguments)]
     pub fn plan_step(
         &self,
@@ -341,12 +338,8 @@ impl GpuTransformer {
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
             let Some([row1, row2]) = &rows else {
                 b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
-                if b.can_attend_in_out_proj(&spec) {
-                    b.attention_out_proj(&format!("{p}.self_attn+out_proj"), &spec, &qkv, frame, &rings[li], (&wo.quants, &wo.scales), x, None)?;
-                } else {
-                    let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
-                    b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-                }
+                let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
+                b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
                 b.q8_linear_normed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
                 b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
                 continue;
@@ -356,12 +349,8 @@ impl GpuTransformer {
             } else {
                 b.q8_linear_prenormed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (row1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
             }
-            if b.can_attend_in_out_proj(&spec) {
-                b.attention_out_proj(&format!("{p}.self_attn+out_proj"), &spec, &qkv, frame, &rings[li], (&wo.quants, &wo.scales), x, Some((n2, row2)))?;
-            } else {
-                let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
-                b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
-            }
+            let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
+            b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
             b.q8_linear_prenormed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
             let next = match self.layers.get(li + 1) {
                 Some(l) => Some((&l[step].norm1, row1)),
