@@ -6,7 +6,7 @@
 // weights, four loads in flight a thread; then each of its four quarters of 64 threads
 // takes every fourth channel of the chunk, each thread accumulating 2 output channels x 2
 // columns from workgroup memory, and the quarters' sums are added at the end. Same
-// bindings, parameters, staging and carry as conv1d_reduce.wgsl (a workgroup per output,
+// bindings, parameters, staging and carry as conv1d_reduce.wgsl (16 to 256 threads per output,
 // for deep, short layers), its result summed in another order; the plan builder picks one
 // by shape.
 //
