@@ -3,7 +3,7 @@
 //! `PlanBuilder::conv_transpose1d_as_conv`; one 80 ms frame, 1920 samples at 24 kHz) side by
 //! side on each conv kernel:
 //! `tiled` (`conv1d_tiled`, a workgroup per 16 output channels x 16 columns), `reduce`
-//! (`conv1d_reduce`, 16 to 256 threads per output) and `auto` (the plan builder's choice by shape).
+//! (`conv1d_reduce`, a workgroup per output) and `auto` (the plan builder's choice by shape).
 //!
 //! Per shape and kernel it prints the workgroups of the dispatch, the GPU time of one
 //! dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and per dispatch

@@ -1,8 +1,5 @@
-// Causal streaming Conv1d for deep, short layers: p.lanes threads per output element (16 to
-// 256, a power of two; a workgroup of 256 threads computes 256 / p.lanes consecutive
-// outputs), the lanes striding over (input channel, tap) pairs eight at a time (their loads
-// go out together: a lane's chain of round trips to memory is n / (8 lanes) long), then a
-// tree reduction over the lanes. Same
+// Causal streaming Conv1d for deep, short layers: one workgroup of 64 threads per output
+// element, the threads striding over (input channel, tap) pairs, then a tree reduction. Same
 // bindings, parameters, staging, carry and result as conv1d_tiled.wgsl (a workgroup per tile
 // of outputs, which suits wide, long layers); the plan builder picks one by shape.
 //
@@ -30,10 +27,6 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
-    lanes: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct Frame {
@@ -52,8 +45,7 @@ struct Frame {
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> frame: Frame;
 
-const WG: u32 = 256u;
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, 64>;
 
 // Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
 // phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
@@ -94,83 +86,60 @@ fn staged(c: u32, j: u32, cur: u32) -> f32 {
     return prev[(cur * p.in_c + c) * p.tp + j];
 }
 
-// Term e of the output's reduction: weight e of its row times input (channel cin + cj.x,
-// tap cj.y), cj = (e / k, e % k) kept by `advance` (no division a term).
-fn term(wo: u32, e: u32, cj: vec2<u32>, cin: u32, x0: u32, cur: u32) -> f32 {
-    return w[wo + e] * staged(cin + cj.x, x0 + cj.y * p.dilation, cur);
-}
-
-// (channel, tap) of term e + lanes from that of e, d = (lanes / k, lanes % k)
-fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
-    let t = cj.y + d.y;
-    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
-}
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_id) lid3: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let wl = wid.x + wid.y * nwg.x;
+    let idx = wid.x + wid.y * nwg.x;
     let cur = frame.index % 2u;
     // the next frame's prefix, strided over every thread of the grid
-    let threads = nwg.x * nwg.y * WG;
-    for (var e = wl * WG + lid; e < p.in_c * p.tp; e += threads) {
+    let threads = nwg.x * nwg.y * 64u;
+    for (var e = idx * 64u + lid; e < p.in_c * p.tp; e += threads) {
         let c = e / p.tp;
         let i = e % p.tp;
         prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
     }
-    let lanes = p.lanes;
-    let lane = lid % lanes;
-    let idx = wl * (WG / lanes) + lid / lanes;
-    // every thread reaches the barriers below; those past the last output sum nothing
-    let valid = idx < p.out_c * p.t_out;
+    if (idx >= p.out_c * p.t_out) {
+        return;
+    }
     let oc = idx / p.t_out;
     let t = idx % p.t_out;
     let in_g = p.in_c / p.groups;
-    let cin = (oc / (p.out_c / p.groups)) * in_g;
+    let g = oc / (p.out_c / p.groups);
     let x0 = t * p.stride;
     var acc = 0.0;
-    let n = select(0u, in_g * p.k, valid);
-    let wo = oc * in_g * p.k;
-    let d = vec2<u32>(lanes / p.k, lanes % p.k);
-    var cj = vec2<u32>(lane / p.k, lane % p.k);
-    var e = lane;
-    for (; e + 7u * lanes < n; e += 8u * lanes) {
-        let c1 = advance(cj, d);
-        let c2 = advance(c1, d);
-        let c3 = advance(c2, d);
-        let c4 = advance(c3, d);
-        let c5 = advance(c4, d);
-        let c6 = advance(c5, d);
-        let c7 = advance(c6, d);
-        let a0 = term(wo, e, cj, cin, x0, cur);
-        let a1 = term(wo, e + lanes, c1, cin, x0, cur);
-        let a2 = term(wo, e + 2u * lanes, c2, cin, x0, cur);
-        let a3 = term(wo, e + 3u * lanes, c3, cin, x0, cur);
-        let a4 = term(wo, e + 4u * lanes, c4, cin, x0, cur);
-        let a5 = term(wo, e + 5u * lanes, c5, cin, x0, cur);
-        let a6 = term(wo, e + 6u * lanes, c6, cin, x0, cur);
-        let a7 = term(wo, e + 7u * lanes, c7, cin, x0, cur);
-        acc += ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-        cj = advance(c7, d);
+    let n = in_g * p.k;
+    let wo = oc * n;
+    // four (weight, input) pairs a lane at a time: their loads go out together instead of
+    // one round trip to memory per pair
+    var e = lid;
+    for (; e + 192u < n; e += 256u) {
+        let w0 = w[wo + e];
+        let w1 = w[wo + e + 64u];
+        let w2 = w[wo + e + 128u];
+        let w3 = w[wo + e + 192u];
+        let a0 = staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
+        let a1 = staged(g * in_g + (e + 64u) / p.k, x0 + ((e + 64u) % p.k) * p.dilation, cur);
+        let a2 = staged(g * in_g + (e + 128u) / p.k, x0 + ((e + 128u) % p.k) * p.dilation, cur);
+        let a3 = staged(g * in_g + (e + 192u) / p.k, x0 + ((e + 192u) % p.k) * p.dilation, cur);
+        acc += (w0 * a0 + w1 * a1) + (w2 * a2 + w3 * a3);
     }
-    for (; e < n; e += lanes) {
-        acc += term(wo, e, cj, cin, x0, cur);
-        cj = advance(cj, d);
+    for (; e < n; e += 64u) {
+        acc += w[wo + e] * staged(g * in_g + e / p.k, x0 + (e % p.k) * p.dilation, cur);
     }
     red[lid] = acc;
     workgroupBarrier();
-    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
             red[lid] += red[lid + s];
         }
         workgroupBarrier();
     }
-    if (lane == 0u && valid) {
-        var v = red[lid];
+    if (lid == 0u) {
+        var v = red[0];
         if (p.has_bias == 1u) {
             v += b[oc / max(p.phases, 1u)];
         }

@@ -6,7 +6,7 @@
 // weights, four loads in flight a thread; then each of its four quarters of 64 threads
 // takes every fourth channel of the chunk, each thread accumulating 2 output channels x 2
 // columns from workgroup memory, and the quarters' sums are added at the end. Same
-// bindings, parameters, staging and carry as conv1d_reduce.wgsl (16 to 256 threads per output,
+// bindings, parameters, staging and carry as conv1d_reduce.wgsl (a workgroup per output,
 // for deep, short layers), its result summed in another order; the plan builder picks one
 // by shape.
 //
@@ -51,11 +51,6 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
-    // conv1d_reduce's threads per output (not read here)
-    lanes: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct Frame {

@@ -114,29 +114,6 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
     return m;
 }
 
-// The query against the ring's key at vec4 ko, eight vec4s at a time: their loads go out
-// together (a thread's chain of round trips to memory is hd4 / 8 long, not hd4).
-fn ring_key_dot(ko: u32, hd4: u32) -> vec4<f32> {
-    var acc = vec4<f32>(0.0);
-    var e = 0u;
-    for (; e + 7u < hd4; e += 8u) {
-        let k0 = k_ring[ko + e];
-        let k1 = k_ring[ko + e + 1u];
-        let k2 = k_ring[ko + e + 2u];
-        let k3 = k_ring[ko + e + 3u];
-        let k4 = k_ring[ko + e + 4u];
-        let k5 = k_ring[ko + e + 5u];
-        let k6 = k_ring[ko + e + 6u];
-        let k7 = k_ring[ko + e + 7u];
-        acc += ((qs[e] * k0 + qs[e + 1u] * k1) + (qs[e + 2u] * k2 + qs[e + 3u] * k3))
-            + ((qs[e + 4u] * k4 + qs[e + 5u] * k5) + (qs[e + 6u] * k6 + qs[e + 7u] * k7));
-    }
-    for (; e < hd4; e++) {
-        acc += qs[e] * k_ring[ko + e];
-    }
-    return acc;
-}
-
 // Window position i's weighted value column c: this frame's from qkv, an older one from the
 // ring (a slot this frame takes scored 0: skipped, it is being written).
 fn weighted(here: bool, so: u32, i: u32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
@@ -199,7 +176,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         } else if (pk + p.ring >= pos0 + p.t) {
             // the key's loads do not wait for the slot's position (read beside them)
             let held_pos = pos_ring[slot];
-            let acc = ring_key_dot(slot * dim4 + h * hd4, hd4);
+            let ko = slot * dim4 + h * hd4;
+            var acc = vec4<f32>(0.0);
+            for (var e = 0u; e < hd4; e++) {
+                acc += qs[e] * k_ring[ko + e];
+            }
             s = select(NEG, (acc.x + acc.y + acc.z + acc.w) * p.scale, held_pos == pk);
         }
         score_set(here, so, i, s);

@@ -109,10 +109,6 @@ pub(crate) struct Conv1dParams {
     pub time_major_out: u32,
     /// P > 1: the output is P phases interleaved in time (`out_index` in the shaders)
     pub phases: u32,
-    /// `conv1d_reduce`: threads per output (16 to 256, a power of two; 256 / lanes outputs
-    /// per workgroup); `conv1d_tiled` ignores it
-    pub lanes: u32,
-    pub _pad: [u32; 3],
 }
 
 #[repr(C)]
@@ -319,7 +315,7 @@ pub(crate) struct SampleParams {
 // Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
 const _: () = {
     assert!(std::mem::size_of::<FrameParams>() == 16);
-    assert!(std::mem::size_of::<Conv1dParams>() == 80);
+    assert!(std::mem::size_of::<Conv1dParams>() == 64);
     assert!(std::mem::size_of::<ConvTransposeParams>() == 48);
     assert!(std::mem::size_of::<Count4>() == 16);
     assert!(std::mem::size_of::<LayerNormParams>() == 16);
