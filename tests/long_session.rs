@@ -32,12 +32,13 @@ const MIMI_FRAMES: usize = 60;
 /// The session run for memory: frames, and the frame where the level is taken.
 const SESSION_FRAMES: usize = 80;
 const SESSION_SETTLED: usize = 24;
-/// After the level is taken, the heap may rise on at most this many frames, each by at most
-/// `HEAP_STEP_BYTES`: a pool that grows in steps of 3.5 KiB or 5.3 KiB on this machine when
-/// more submits are in flight (it rose on frames 1, 3 and 20 to 22 of an idle run). A leak of
-/// even one byte a frame rises on all 56.
+/// After the level is taken, the heap may rise on at most this many frames, by at most
+/// `HEAP_GROWTH_BYTES` in all: pools in wgpu and the driver grow in steps when more submits
+/// are in flight, which depends on the machine's load (3.5 KiB and 5.3 KiB steps on frames 1,
+/// 3 and 20 to 22 of an idle run; one step of 81 KiB on frame 34 of a loaded one). A leak of
+/// even one byte a frame rises on all 56 frames.
 const HEAP_STEPS: usize = 4;
-const HEAP_STEP_BYTES: u64 = 8 << 10;
+const HEAP_GROWTH_BYTES: u64 = 256 << 10;
 
 fn gpu_live(ctx: &GpuContext) -> Option<(u64, usize)> {
     ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
@@ -183,7 +184,7 @@ async fn session_memory_stays_flat(ctx: &Rc<GpuContext>) {
     assert_eq!(yielded, SESSION_FRAMES - 1);
     assert_eq!(end.0, gpu_at, "GPU memory grew during the session");
     assert!(
-        rises.len() <= HEAP_STEPS && grown <= HEAP_STEP_BYTES * HEAP_STEPS as u64,
+        rises.len() <= HEAP_STEPS && grown <= HEAP_GROWTH_BYTES,
         "the heap grew from {heap_at} B to {} B, rising on {} of {} frames",
         end.1,
         rises.len(),
