@@ -3,7 +3,8 @@
 //! `PlanBuilder::conv_transpose1d_as_conv`; one 80 ms frame, 1920 samples at 24 kHz) side by
 //! side on each conv kernel:
 //! `tiled` (`conv1d_tiled`, a workgroup per 16 output channels x 16 columns), `reduce`
-//! (`conv1d_reduce`, a workgroup per output) and `auto` (the plan builder's choice by shape).
+//! (`conv1d_reduce`, a workgroup per output), `lanes` (`conv1d_lanes`, 16 to 256 threads per
+//! output) and `auto` (the plan builder's choice by shape and adapter).
 //!
 //! Per shape and kernel it prints the workgroups of the dispatch, the GPU time of one
 //! dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and per dispatch
@@ -27,7 +28,7 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use inferencelayer::gpu::{ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
+    use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
     use inferencelayer::{Error, Result};
 
@@ -120,7 +121,7 @@ mod native {
         }
     }
 
-    const KERNELS: [(&str, ConvKernel); 3] = [("reduce", ConvKernel::Reduce), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
+    const KERNELS: [(&str, ConvKernel); 4] = [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
 
     pub async fn run() -> Result<()> {
         let copies: usize = match std::env::args().nth(1) {
@@ -137,7 +138,7 @@ mod native {
         let mut rng = Lcg(0xc0_4f_be);
         println!("alone: one dispatch in a pass of its own; pass: per dispatch of {copies} in one pass; medians; us");
         println!("{:<24}{:<8}{:>12}{:>10}{:>10}{:>10}", "conv", "kernel", "workgroups", "alone", "pass", "diff");
-        let (mut sum_alone, mut sum_pass) = ([0f64; 3], [0f64; 3]);
+        let (mut sum_alone, mut sum_pass) = ([0f64; 4], [0f64; 4]);
         for &(name, in_c, out_c, k, stride, t, elu, time_major, time_major_out, residual) in &SHAPES {
             let conv = Conv1d { name: name.into(), w: rng.f32s(out_c * in_c * k), b: Some(rng.f32s(out_c)), in_c, out_c, k, stride, dilation: 1, groups: 1, replicate: false };
             let t_out = t / stride;
@@ -158,6 +159,7 @@ mod native {
                 let d = diff(&mut reference, ctx.read_f32(&outs[copies - 1].buf, out_c * t_out).await?);
                 let groups = match kernel {
                     ConvKernel::Reduce => (out_c * t_out).to_string(),
+                    ConvKernel::Lanes => (out_c * t_out).div_ceil(256 / conv_reduce_lanes(out_c * t_out, in_c * k)).to_string(),
                     ConvKernel::Tiled => (out_c.div_ceil(16) * t_out.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };
@@ -184,6 +186,7 @@ mod native {
                 let (oc, og) = (out_c * stride, out_c * stride / groups);
                 let wg = match kernel {
                     ConvKernel::Reduce => (oc * t_in).to_string(),
+                    ConvKernel::Lanes => (oc * t_in).div_ceil(256 / conv_reduce_lanes(oc * t_in, (in_c / groups) * 2)).to_string(),
                     ConvKernel::Tiled => (groups * og.div_ceil(16) * t_in.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };

@@ -1,7 +1,9 @@
-// Causal streaming Conv1d for deep, short layers: one workgroup of 64 threads per output
-// element, the threads striding over (input channel, tap) pairs, then a tree reduction. Same
-// bindings, parameters, staging, carry and result as conv1d_tiled.wgsl (a workgroup per tile
-// of outputs, which suits wide, long layers); the plan builder picks one by shape.
+// Causal streaming Conv1d for deep, short layers on CPU adapters: one workgroup of 64
+// threads per output element, the threads striding over (input channel, tap) pairs, then a
+// tree reduction. Same bindings, parameters, staging, carry and result as conv1d_tiled.wgsl
+// (a workgroup per tile of outputs, which suits wide, long layers) and conv1d_lanes.wgsl
+// (16 to 256 threads per output, several outputs a workgroup of 256, which GPUs run
+// faster); the plan builder picks one by shape and adapter.
 //
 //   w    : [out_c, in_c / groups, k]   b : [out_c / max(p.phases, 1)] (a phase takes its channel's)
 //   x    : [in_c, t], or [t, in_c] when p.time_major == 1
@@ -27,6 +29,11 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
+    // conv1d_lanes's threads per output (not read here)
+    lanes: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {

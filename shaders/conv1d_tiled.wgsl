@@ -6,9 +6,9 @@
 // weights, four loads in flight a thread; then each of its four quarters of 64 threads
 // takes every fourth channel of the chunk, each thread accumulating 2 output channels x 2
 // columns from workgroup memory, and the quarters' sums are added at the end. Same
-// bindings, parameters, staging and carry as conv1d_reduce.wgsl (a workgroup per output,
-// for deep, short layers), its result summed in another order; the plan builder picks one
-// by shape.
+// bindings, parameters, staging and carry as conv1d_lanes.wgsl and conv1d_reduce.wgsl (for
+// deep, short layers on GPU and CPU adapters), its result summed in another order; the plan
+// builder picks one by shape and adapter.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
 //   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
@@ -51,6 +51,11 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
+    // conv1d_lanes's threads per output (not read here)
+    lanes: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Frame {

@@ -87,14 +87,15 @@ mod oracles {
     /// residual)
     type ConvCase = (usize, usize, usize, usize, usize, usize, usize, bool, (bool, bool), bool, bool);
 
-    /// Each case on each conv kernel (by shape, tiled, a workgroup per output), four frames
+    /// Each case on each conv kernel (by shape, tiled, a workgroup per output, lanes per
+    /// output), four frames
     /// of two streams against the CPU oracle.
     #[test]
     fn streaming_convs_stage_and_carry_inside_the_conv_dispatch() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0xc0_4f_1d);
-            let cases: [ConvCase; 19] = [
+            let cases: [ConvCase; 23] = [
                 // dilated, ELU on load, a residual
                 (8, 6, 3, 1, 2, 1, 40, true, (false, false), false, true),
                 // strided, replicate padding, time-major input
@@ -124,10 +125,18 @@ mod oracles {
                 (35, 70, 1, 1, 1, 1, 100, true, (false, false), false, true),
                 // groups (4 groups of 8 -> 12: a tile within one group), dilated
                 (32, 48, 3, 1, 3, 4, 40, true, (false, false), false, true),
-                // reductions past the reduce kernel's four-pair loads (300 = 256 + a tail of
-                // 44; 1600 = 6 x 256 + 64)
+                // reductions past conv1d_reduce's four-pair loads (300 = 256 + a tail of 44;
+                // 1600 = 6 x 256 + 64) and conv1d_lanes's lanes per output
+                // (conv_reduce_lanes): few outputs get 256 (300 terms: a tail only; 1600:
+                // 6 x 256 + 64; 8192: 4 rounds of 8 x 256; 2048: one round), 1920 outputs of
+                // 896 terms 64 (a round of 512 and a tail), 4095 of 300 terms 16 (two rounds
+                // of 128 and a tail of 44; a last workgroup of 15 outputs for 16)
                 (100, 4, 3, 1, 1, 1, 2, true, (false, false), false, false),
                 (200, 6, 8, 4, 1, 1, 8, true, (false, false), true, true),
+                (512, 3, 16, 8, 1, 1, 16, true, (true, false), true, false),
+                (256, 3, 8, 4, 1, 1, 8, true, (false, true), false, true),
+                (128, 1, 7, 1, 1, 1, 1920, true, (false, false), false, false),
+                (100, 65, 3, 1, 1, 1, 63, true, (true, false), false, true),
             ];
             for (i, &(in_c, out_c, k, stride, dilation, groups, t, elu, (time_major, time_major_out), replicate, residual)) in cases.iter().enumerate() {
                 let conv = Conv1d {
@@ -143,7 +152,7 @@ mod oracles {
                     replicate,
                 };
                 let t_out = t / stride;
-                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce] {
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes] {
                     let x = Tensor { buf: ctx.zeros("x", in_c * t).unwrap(), shape: if time_major { vec![t, in_c] } else { vec![in_c, t] } };
                     let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: if time_major_out { vec![t_out, out_c] } else { vec![out_c, t_out] } };
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
@@ -228,7 +237,7 @@ mod oracles {
                     groups,
                 };
                 let ts = t_in * stride;
-                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce] {
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes] {
                     let x = Tensor { buf: ctx.zeros("x", in_c * t_in).unwrap(), shape: vec![in_c, t_in] };
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                     let mut b = PlanBuilder::new(&ctx, &frame).unwrap();

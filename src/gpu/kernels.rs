@@ -41,6 +41,7 @@ macro_rules! kernel {
 
 kernel!(CONV1D_TILED, "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES, "conv1d_lanes", [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
@@ -68,7 +69,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_REDUCE, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
 ];
@@ -109,6 +110,10 @@ pub(crate) struct Conv1dParams {
     pub time_major_out: u32,
     /// P > 1: the output is P phases interleaved in time (`out_index` in the shaders)
     pub phases: u32,
+    /// `conv1d_lanes`: threads per output (16 to 256, a power of two; 256 / lanes outputs
+    /// per workgroup); the other conv kernels ignore it
+    pub lanes: u32,
+    pub _pad: [u32; 3],
 }
 
 #[repr(C)]
@@ -315,7 +320,7 @@ pub(crate) struct SampleParams {
 // Uniform structs must be a multiple of 16 bytes; these sizes are the WGSL structs' sizes.
 const _: () = {
     assert!(std::mem::size_of::<FrameParams>() == 16);
-    assert!(std::mem::size_of::<Conv1dParams>() == 64);
+    assert!(std::mem::size_of::<Conv1dParams>() == 80);
     assert!(std::mem::size_of::<ConvTransposeParams>() == 48);
     assert!(std::mem::size_of::<Count4>() == 16);
     assert!(std::mem::size_of::<LayerNormParams>() == 16);

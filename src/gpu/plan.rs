@@ -447,15 +447,20 @@ const CONV_TILED_WINDOW: usize = 1280;
 const CONV_TILED_WEIGHTS: usize = 2560;
 
 /// Which kernel a streaming conv ([`PlanBuilder::conv1d`], and a transposed conv as a conv:
-/// [`PlanBuilder::conv_transpose1d_as_conv`]) runs. Both take the same
+/// [`PlanBuilder::conv_transpose1d_as_conv`]) runs. All take the same
 /// bindings and give the same result, summed in different orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvKernel {
-    /// By shape (the default): `conv1d_reduce` for deep, short layers (at most 16384
-    /// outputs and a reduction of at least 128) and shapes past the tiled kernel's
-    /// workgroup memory, `conv1d_tiled` for the others (on an H200, `examples/conv_bench.rs`:
-    /// also for Mimi's stride-5 downsampling and stride-6 upsampling, whose reductions are
-    /// 1280 and 1024 over 24576 outputs: 55 against 77 us and 168 against 187).
+    /// By shape and adapter (the default). On a GPU, `conv1d_lanes` for deep, short layers
+    /// (at most 16384 outputs) and shapes past the tiled kernel's workgroup memory,
+    /// `conv1d_tiled` for the others (on an H200, `examples/conv_bench.rs`: Mimi's 30 convs
+    /// 1020 us alone against 1216 with `conv1d_reduce` in its place, the stride-8
+    /// downsampling 43.0 against 62.8; the tiled kernel also for Mimi's stride-5
+    /// downsampling and stride-6 upsampling, whose reductions are 1280 and 1024 over 24576
+    /// outputs). On a CPU adapter (lavapipe, SwiftShader), `conv1d_reduce` for at most 16384
+    /// outputs of a reduction of at least 128 and the shapes past the tiled kernel, where
+    /// `conv1d_lanes`'s workgroups of 256 and their barriers made Mimi's frames on
+    /// SwiftShader slower.
     Auto,
     /// `conv1d_tiled` (a workgroup per 16 output channels x 16 columns of one group, input
     /// window and weights staged in workgroup memory) at every shape that fits it; a conv
@@ -464,6 +469,22 @@ pub enum ConvKernel {
     /// `conv1d_reduce` (a workgroup per output, 64 threads over the reduction) at every
     /// shape.
     Reduce,
+    /// `conv1d_lanes` (16 to 256 threads per output over the reduction, by its reduction and
+    /// output count: [`conv_reduce_lanes`]) at every shape.
+    Lanes,
+}
+
+/// Threads per output of `conv1d_lanes` for `outputs` outputs of a reduction of `n` terms
+/// (input channels per group times taps): about 16 terms each (two rounds of the kernel's
+/// eight loads in flight), and at least 65536 threads in all while 256 a output allows, a
+/// power of two from 16 to 256. Mimi's deepest downsampling conv (2048 outputs of 512 x 16
+/// terms) gets 256, its 256-channel pointwise convs (8192 outputs of 256) 16, its last conv
+/// (1920 outputs of 64 x 7) 64.
+pub fn conv_reduce_lanes(outputs: usize, n: usize) -> usize {
+    let by_terms = (n / 16).clamp(16, 256);
+    let by_threads = (65536 / outputs.max(1)).next_power_of_two().clamp(16, 256);
+    let lanes = by_terms.max(by_threads);
+    1 << (usize::BITS - 1 - lanes.leading_zeros())
 }
 
 /// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
@@ -923,6 +944,8 @@ impl<'a> PlanBuilder<'a> {
             replicate: spec.replicate as u32,
             time_major_out: time_major_out as u32,
             phases: phases as u32,
+            lanes: conv_reduce_lanes(spec.out_c * t_out, (spec.in_c / spec.groups) * spec.k) as u32,
+            _pad: [0; 3],
         };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
@@ -933,29 +956,43 @@ impl<'a> PlanBuilder<'a> {
         let b = spec.b.unwrap_or(&self.dummy).clone();
         let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
         let frame = self.frame.clone();
-        // Deep, short layers (few outputs, long reductions) get a workgroup per output: a tile of 16 x 16 outputs would leave most of the GPU idle
-        // there (Mimi's 512 x 16 blocks: 16 to 32 workgroups) and most of its threads (2
-        // columns of 16), and each thread would sum the whole reduction; wide, long ones a
-        // workgroup per tile of outputs, each input and weight read once per tile.
+        // Deep, short layers (few outputs, long reductions) get 16 to 256 threads per output
+        // on a GPU (conv1d_lanes), a workgroup of 64 per output on a CPU adapter
+        // (conv1d_reduce): a tile of 16 x 16 outputs would leave most of the GPU idle there
+        // (Mimi's 512 x 16 blocks: 16 to 32 workgroups) and most of its threads (2 columns
+        // of 16), and each thread would sum the whole reduction; wide, long ones a workgroup
+        // per tile of outputs, each input and weight read once per tile.
         let outputs = spec.out_c * t_out;
         let reduction = (spec.in_c / spec.groups) * spec.k;
         let (to, tt) = CONV_TILE;
         let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
-        let tiled = match self.conv {
-            ConvKernel::Auto => fits && !(outputs <= 16384 && reduction >= 128),
-            ConvKernel::Tiled if fits => true,
-            ConvKernel::Tiled => {
+        let kernel = match self.conv {
+            ConvKernel::Auto if self.ctx.info.device_type == "Cpu" => {
+                if fits && !(outputs <= 16384 && reduction >= 128) {
+                    ConvKernel::Tiled
+                } else {
+                    ConvKernel::Reduce
+                }
+            }
+            ConvKernel::Auto if fits && outputs > 16384 => ConvKernel::Tiled,
+            ConvKernel::Auto => ConvKernel::Lanes,
+            ConvKernel::Tiled if !fits => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
             }
-            ConvKernel::Reduce => false,
+            kernel => kernel,
         };
         let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
-        if tiled {
-            let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
-            self.step(&CONV1D_TILED, spec.name.to_string(), &bufs, grid_for(tiles));
-        } else {
-            self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs));
+        match kernel {
+            ConvKernel::Tiled => {
+                let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
+                self.step(&CONV1D_TILED, spec.name.to_string(), &bufs, grid_for(tiles));
+            }
+            ConvKernel::Lanes => {
+                let per_workgroup = 256 / p.lanes as usize;
+                self.step(&CONV1D_LANES, spec.name.to_string(), &bufs, grid_for(outputs.div_ceil(per_workgroup)));
+            }
+            _ => self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs)),
         }
         Ok(y)
     }
@@ -1692,5 +1729,19 @@ impl<'a> PlanBuilder<'a> {
         let frame = self.frame.clone();
         self.step(&REALIGN, label.to_string(), &[generated, &delays_buf, &history, out, &pb, &frame], [1, 1]);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::conv_reduce_lanes;
+
+    /// The lanes `conv_reduce_lanes` gives Mimi's shapes and the kernel tests' cases
+    /// (tests/kernels.rs): by the terms, by the outputs, clamped.
+    #[test]
+    fn conv_reduce_lanes_by_terms_and_outputs() {
+        for ((outputs, n), lanes) in [((2048, 512 * 16), 256), ((8192, 256), 16), ((1920, 64 * 7), 64), ((1920, 896), 64), ((4095, 300), 16), ((8, 300), 256), ((6, 2048), 256), ((16384, 4), 16)] {
+            assert_eq!(conv_reduce_lanes(outputs, n), lanes, "{outputs} outputs of {n} terms");
+        }
     }
 }
