@@ -47,6 +47,7 @@ struct Frame {
 const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
 var<workgroup> red: array<f32, 256>;
+var<workgroup> red_s: array<f32, 256>;
 var<workgroup> qs: array<vec4<f32>, 64>;
 // this frame's rotated keys of the head, rows 0..=r: ks[i * hd4 + e]
 var<workgroup> ks: array<vec4<f32>, 256>;
@@ -86,43 +87,66 @@ fn rotate(a: vec4<f32>, j0: u32, pos: u32) -> vec4<f32> {
     return vec4<f32>(a.x * c0 - a.y * s0, a.x * s0 + a.y * c0, a.z * c1 - a.w * s1, a.z * s1 + a.w * c1);
 }
 
-fn reduce_max(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
+// The window's largest score and its sum of exp(score - largest) from each thread's (m, s)
+// (its own largest and sum of exp(score - m); NEG and 0 for a thread without keys): one
+// tree over the pairs, each step rescaling the smaller side's sum to the larger maximum.
+fn reduce_softmax(lid: u32, m: f32, s: f32) -> vec2<f32> {
+    red[lid] = m;
+    red_s[lid] = s;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
+    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+        if (lid < k) {
+            let m1 = red[lid];
+            let m2 = red[lid + k];
+            let mm = max(m1, m2);
+            red_s[lid] = red_s[lid] * exp(m1 - mm) + red_s[lid + k] * exp(m2 - mm);
+            red[lid] = mm;
         }
         workgroupBarrier();
     }
-    let m = red[0];
+    let r = vec2<f32>(red[0], red_s[0]);
     workgroupBarrier();
-    return m;
+    return r;
 }
 
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-        }
-        workgroupBarrier();
+// The query against the ring's key at vec4 ko, eight vec4s at a time: their loads go out
+// together (a thread's chain of round trips to memory is hd4 / 8 long, not hd4).
+fn ring_key_dot(ko: u32, hd4: u32) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    var e = 0u;
+    for (; e + 7u < hd4; e += 8u) {
+        let k0 = k_ring[ko + e];
+        let k1 = k_ring[ko + e + 1u];
+        let k2 = k_ring[ko + e + 2u];
+        let k3 = k_ring[ko + e + 3u];
+        let k4 = k_ring[ko + e + 4u];
+        let k5 = k_ring[ko + e + 5u];
+        let k6 = k_ring[ko + e + 6u];
+        let k7 = k_ring[ko + e + 7u];
+        acc += ((qs[e] * k0 + qs[e + 1u] * k1) + (qs[e + 2u] * k2 + qs[e + 3u] * k3))
+            + ((qs[e + 4u] * k4 + qs[e + 5u] * k5) + (qs[e + 6u] * k6 + qs[e + 7u] * k7));
     }
-    let m = red[0];
-    workgroupBarrier();
-    return m;
+    for (; e < hd4; e++) {
+        acc += qs[e] * k_ring[ko + e];
+    }
+    return acc;
+}
+
+// exp(score - gmax) of window position i (0 for a position not attended)
+fn weight_of(here: bool, so: u32, i: u32, gmax: f32) -> f32 {
+    let s = score_get(here, so, i);
+    return select(0.0, exp(s - gmax), s > -1.0e38);
 }
 
 // Window position i's weighted value column c: this frame's from qkv, an older one from the
-// ring (a slot this frame takes scored 0: skipped, it is being written).
-fn weighted(here: bool, so: u32, i: u32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
+// ring (a slot this frame takes weighs 0: skipped, it is being written).
+fn weighted(here: bool, so: u32, i: u32, gmax: f32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
     let pk = lo + i;
     if (pk >= pos0) {
-        return score_get(here, so, i) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+        return weight_of(here, so, i, gmax) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
     }
     if (pk + p.ring >= pos0 + p.t) {
-        return score_get(here, so, i) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+        return weight_of(here, so, i, gmax) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
     }
     return vec4<f32>(0.0);
 }
@@ -176,29 +200,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         } else if (pk + p.ring >= pos0 + p.t) {
             // the key's loads do not wait for the slot's position (read beside them)
             let held_pos = pos_ring[slot];
-            let ko = slot * dim4 + h * hd4;
-            var acc = vec4<f32>(0.0);
-            for (var e = 0u; e < hd4; e++) {
-                acc += qs[e] * k_ring[ko + e];
-            }
+            let acc = ring_key_dot(slot * dim4 + h * hd4, hd4);
             s = select(NEG, (acc.x + acc.y + acc.z + acc.w) * p.scale, held_pos == pk);
         }
         score_set(here, so, i, s);
         lmax = max(lmax, s);
     }
-    let gmax = reduce_max(lid, lmax);
-
+    // this thread's sum of exp(score - lmax) over its own keys (its own writes: no barrier)
     var lsum = 0.0;
     for (var i = lid; i < nk; i += WG) {
-        let s = score_get(here, so, i);
-        var e = 0.0;
-        if (s > -1.0e38) {
-            e = exp(s - gmax);
-        }
-        score_set(here, so, i, e);
-        lsum += e;
+        lsum += weight_of(here, so, i, lmax);
     }
-    let den = reduce_sum(lid, lsum);
+    let soft = reduce_softmax(lid, lmax, lsum);
+    let gmax = soft.x;
+    let den = soft.y;
     storageBarrier();
     workgroupBarrier();
 
@@ -210,14 +225,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         // four positions a lane at a time: their value loads go out together
         var i = kl;
         for (; i + 3u * lanes < nk; i += 4u * lanes) {
-            let v0 = weighted(here, so, i, lo, pos0, row4, dim4, h, hd4, c);
-            let v1 = weighted(here, so, i + lanes, lo, pos0, row4, dim4, h, hd4, c);
-            let v2 = weighted(here, so, i + 2u * lanes, lo, pos0, row4, dim4, h, hd4, c);
-            let v3 = weighted(here, so, i + 3u * lanes, lo, pos0, row4, dim4, h, hd4, c);
+            let v0 = weighted(here, so, i, gmax, lo, pos0, row4, dim4, h, hd4, c);
+            let v1 = weighted(here, so, i + lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
+            let v2 = weighted(here, so, i + 2u * lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
+            let v3 = weighted(here, so, i + 3u * lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
             acc += (v0 + v1) + (v2 + v3);
         }
         for (; i < nk; i += lanes) {
-            acc += weighted(here, so, i, lo, pos0, row4, dim4, h, hd4, c);
+            acc += weighted(here, so, i, gmax, lo, pos0, row4, dim4, h, hd4, c);
         }
     }
     part[lid] = acc;
