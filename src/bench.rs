@@ -7,7 +7,8 @@
 //! caller's clock in milliseconds (`std::time::Instant` natively, `performance.now()` on the
 //! web): Mimi encode and decode ([`bench_mimi`]); the LM step (temporal transformer and
 //! depformer in one replay: a few submits recorded during the frame before, and one
-//! readback), then the temporal part and the depformer submitted and waited for apart, and the whole full-duplex frame as `Session::step` runs
+//! readback), then the temporal part and the depformer submitted and waited for apart (recorded before their
+//! timings, as the step's frames are recorded ahead), and the whole full-duplex frame as `Session::step` runs
 //! it ([`bench_lm`]). Statistics are nearest-rank p50 / p95 / p99, the mean and the frames
 //! over 80 ms ([`Stats`]); the GPU time per step comes from timestamp queries where the
 //! adapter has them ([`profile`]); the achieved bandwidth is compared with a copy kernel's
@@ -376,9 +377,9 @@ pub struct LmBench {
     pub step: Stats,
     /// The CPU's part of the step: LMGen's input, the recording and the submits.
     pub cpu: Stats,
-    /// The temporal transformer, submitted and waited for apart.
+    /// The temporal transformer, recorded beforehand, then submitted and waited for apart.
     pub temporal: Stats,
-    /// The depformer's `dep_q` steps, submitted and waited for apart.
+    /// The depformer's `dep_q` steps, recorded beforehand, then submitted and waited for apart.
     pub depformer: Stats,
     /// The whole full-duplex frame (`Session::step`): total, Mimi encode, LM step with Mimi
     /// decode. `None` without a Mimi.
@@ -440,7 +441,7 @@ pub async fn bench_lm(
         }
     }
     // The same frames again on a new stream, the temporal part and the depformer submitted
-    // and waited for apart (two submits, two readbacks).
+    // and waited for apart (two submits, two readbacks), each recorded before its timing.
     lm.reset();
     let mut gen = LmGen::new(&config);
     let (mut temporal_ms, mut depformer_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));

@@ -350,20 +350,29 @@ impl Lm {
     }
 
     /// [`Self::step`] for profiles: the temporal part and the depformer submitted apart, each
-    /// waited for, timed with `now` (a clock in ms). Returns the tokens and the two times.
+    /// waited for, timed with `now` (a clock in ms). Both command buffers are recorded before
+    /// the first timing starts, as [`Self::step`]'s frames are recorded a frame ahead
+    /// ([`FrameRecorder`](crate::gpu::FrameRecorder)), so each time is the part's submit, GPU
+    /// work and readback. Returns the tokens and the two times.
     pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
         self.upload(tokens)?;
         let mut times = [0f64; 2];
         let mut bytes = Vec::new();
-        for (i, plan) in [&self.temporal, &self.depformer].into_iter().enumerate() {
+        let recorded: Vec<wgpu::CommandBuffer> = [&self.temporal, &self.depformer]
+            .into_iter()
+            .map(|plan| {
+                let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    plan.record(&mut pass);
+                }
+                self.readback.copy(&mut enc, &self.out_tokens);
+                enc.finish()
+            })
+            .collect();
+        for (i, cmd) in recorded.into_iter().enumerate() {
             let t0 = now();
-            let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                plan.record(&mut pass);
-            }
-            self.readback.copy(&mut enc, &self.out_tokens);
-            self.ctx.queue.submit([enc.finish()]);
+            self.ctx.queue.submit([cmd]);
             bytes = self.readback.read(&self.ctx).await?;
             times[i] = now() - t0;
         }

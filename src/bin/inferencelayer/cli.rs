@@ -1028,7 +1028,7 @@ async fn bench_lm(
             print_stats("  LM + decode", rest);
         }
         println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
-        println!("* submitted and waited for apart, on a second pass over the same frames");
+        println!("* recorded beforehand, then submitted and waited for apart, on a second pass over the same frames");
         if r.duplex.is_some() {
             println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (a few submits, recorded during the frame before)");
         }
