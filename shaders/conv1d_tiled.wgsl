@@ -10,69 +10,16 @@
 // deep, short layers on GPU and CPU adapters), its result summed in another order; the plan
 // builder picks one by shape and adapter.
 //
-//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
-//   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
-//                                      channel's)
-//   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
-//   prev : [2, in_c, tp]  the carried prefix (`previous`, activation applied) in two halves:
-//          half frame.index % 2 is this frame's, the other receives the next frame's (one
-//          buffer read and rewritten in place would race between workgroups)
-//   res  : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
-//   y    : [out_c, t_out], or [t_out, out_c] when p.time_major_out == 1 (res then too);
-//          with p.phases > 1 the channels' phases interleaved in time (out_index)
+// Parameters, bindings, the staged input, its carry and out_index: conv1d_common.wgsl,
+// which the kernel table prepends.
 //
-// The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
-// after, act being ELU (alpha 1) when p.elu == 1. On the first frame of a stream a conv
-// with pad_mode "replicate" takes its prefix from the first fresh column.
-// y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation]
-// (each quarter sums its channels in the CPU oracle's order, input channel then tap).
-// The next prefix is xa[c, t + i] for i < tp, written strided over every thread of the grid.
+// Each quarter sums its channels in the CPU oracle's order, input channel then tap.
 //
 // Grid: groups * ceil(out_g / TO) * ceil(t_out / TT) workgroups (linear over x then y), the
 // column tile fastest. A tile's window is win = (TT - 1) * stride + (k - 1) * dilation + 1
 // columns; a chunk takes min(in_g, XS / win, (WS / TO - 1) / k) channels, so the plan builder
 // sends a conv here only where win <= XS and k <= WS / TO - 1 (CONV_TILED_* in plan.rs).
 // Workgroup memory: (XS + WS) * 4 = 15360 bytes, under WebGPU's default 16384.
-
-struct Params {
-    in_c: u32,
-    out_c: u32,
-    k: u32,
-    stride: u32,
-    dilation: u32,
-    groups: u32,
-    t_out: u32,
-    t: u32,
-    tp: u32,
-    has_bias: u32,
-    residual: u32,
-    time_major: u32,
-    elu: u32,
-    replicate: u32,
-    time_major_out: u32,
-    phases: u32,
-    // conv1d_lanes's threads per output (not read here)
-    lanes: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-struct Frame {
-    pos: u32,
-    first: u32,
-    index: u32,
-    _pad0: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> prev: array<f32>;
-@group(0) @binding(4) var<storage, read> res: array<f32>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
-@group(0) @binding(7) var<uniform> frame: Frame;
 
 // output channels per tile (threads: TO / 2 rows)
 const TO: u32 = 16u;
@@ -85,45 +32,6 @@ const WS: u32 = 2560u;
 
 var<workgroup> xs: array<f32, XS>;
 var<workgroup> ws: array<f32, WS>;
-
-// Where output channel oc, column t goes. With p.phases = P > 1 the out_c channels are P
-// phases of out_c / P (channel oc is phase oc % P of channel oc / P) interleaved in time:
-// column t of phase r is column t * P + r (a transposed conv of stride P computed as a
-// conv, see PlanBuilder::conv_transpose1d_as_conv).
-fn out_index(oc: u32, t: u32) -> u32 {
-    let ph = max(p.phases, 1u);
-    let c = oc / ph;
-    let col = t * ph + oc % ph;
-    if (p.time_major_out == 1u) {
-        return col * (p.out_c / ph) + c;
-    }
-    return c * (p.t_out * ph) + col;
-}
-
-// act(x[c, i])
-fn fresh(c: u32, i: u32) -> f32 {
-    var v: f32;
-    if (p.time_major == 1u) {
-        v = x[i * p.in_c + c];
-    } else {
-        v = x[c * p.t + i];
-    }
-    if (p.elu == 1u && v < 0.0) {
-        v = exp(v) - 1.0;
-    }
-    return v;
-}
-
-// xa[c, j], the prefix read from half `cur`
-fn staged(c: u32, j: u32, cur: u32) -> f32 {
-    if (j >= p.tp) {
-        return fresh(c, j - p.tp);
-    }
-    if (p.replicate == 1u && frame.first == 1u) {
-        return fresh(c, 0u);
-    }
-    return prev[(cur * p.in_c + c) * p.tp + j];
-}
 
 // y[oc, t] = acc (+ res), where the tile holds that output
 fn store(oc: u32, t: u32, ok: bool, acc: f32) {
@@ -184,12 +92,7 @@ fn main(
     let tile = wid.x + wid.y * nwg.x;
     let cur = frame.index % 2u;
     // the next frame's prefix, strided over every thread of the grid
-    let threads = nwg.x * nwg.y * WG;
-    for (var e = tile * WG + lid; e < p.in_c * p.tp; e += threads) {
-        let c = e / p.tp;
-        let i = e % p.tp;
-        prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
-    }
+    carry_prefix(tile * WG + lid, nwg.x * nwg.y * WG, cur);
     let in_g = p.in_c / p.groups;
     let out_g = p.out_c / p.groups;
     let oc_tiles = (out_g + TO - 1u) / TO;

@@ -37,11 +37,19 @@ macro_rules! kernel {
             bindings: &[$($b),*],
         };
     };
+    // a kernel whose source follows a shared prelude (WGSL has no includes)
+    ($id:ident, $prelude:literal + $name:literal, [$($b:expr),*]) => {
+        pub const $id: Kernel = Kernel {
+            name: $name,
+            source: concat!(include_str!(concat!("../../shaders/", $prelude, ".wgsl")), include_str!(concat!("../../shaders/", $name, ".wgsl"))),
+            bindings: &[$($b),*],
+        };
+    };
 }
 
-kernel!(CONV1D_TILED, "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_REDUCE, "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_LANES, "conv1d_lanes", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_TILED, "conv1d_common" + "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE, "conv1d_common" + "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES, "conv1d_common" + "conv1d_lanes", [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
