@@ -39,6 +39,10 @@ pub struct GpuInfo {
     /// backend), in a browser where `navigator.gpu.wgslLanguageFeatures` lists it. Without
     /// it the Q8_0 linears run the f32 kernel ([`crate::gpu::Q8Dot`]).
     pub packed_dot: bool,
+    /// Whether the adapter is a CPU emulating a GPU (lavapipe, SwiftShader: device type
+    /// `Cpu`), where barriers and threads cost what a GPU's do not: the plans then take the
+    /// kernels that suit it ([`crate::gpu::ConvKernel::Auto`]).
+    pub cpu: bool,
     /// The queue the device submits to: `default` (the backend's own choice; Vulkan's
     /// queue family 0, graphics and compute) or `compute-only family N` (natively on Vulkan,
     /// see [`GpuContext::from_adapter`]).
@@ -187,6 +191,7 @@ impl GpuContext {
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             packed_dot,
+            cpu: ai.device_type == wgpu::DeviceType::Cpu,
             queue: queue_name,
         };
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();

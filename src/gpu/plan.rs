@@ -454,7 +454,7 @@ pub enum ConvKernel {
     /// By shape and adapter (the default). On a GPU, `conv1d_lanes` for deep, short layers
     /// (at most 16384 outputs) and shapes past the tiled kernel's workgroup memory,
     /// `conv1d_tiled` for the others (on an H200, `examples/conv_bench.rs`: Mimi's 30 convs
-    /// 1020 us alone against 1216 with `conv1d_reduce` in its place, the stride-8
+    /// 1050 to 1180 us alone against 1216 with `conv1d_reduce` in its place, the stride-8
     /// downsampling 43.0 against 62.8; the tiled kernel also for Mimi's stride-5
     /// downsampling and stride-6 upsampling, whose reductions are 1280 and 1024 over 24576
     /// outputs). On a CPU adapter (lavapipe, SwiftShader), `conv1d_reduce` for at most 16384
@@ -968,7 +968,7 @@ impl<'a> PlanBuilder<'a> {
         let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
         let kernel = match self.conv {
-            ConvKernel::Auto if self.ctx.info.device_type == "Cpu" => {
+            ConvKernel::Auto if self.ctx.info.cpu => {
                 if fits && !(outputs <= 16384 && reduction >= 128) {
                     ConvKernel::Tiled
                 } else {
@@ -992,7 +992,8 @@ impl<'a> PlanBuilder<'a> {
                 let per_workgroup = 256 / p.lanes as usize;
                 self.step(&CONV1D_LANES, spec.name.to_string(), &bufs, grid_for(outputs.div_ceil(per_workgroup)));
             }
-            _ => self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs)),
+            // (Auto is resolved above)
+            ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs)),
         }
         Ok(y)
     }
