@@ -239,6 +239,7 @@ fn adapter_json(info: &GpuInfo) -> serde_json::Map<String, serde_json::Value> {
     m.insert("adapter".into(), info.to_string().into());
     m.insert("adapter_name".into(), info.name.clone().into());
     m.insert("queue".into(), info.queue.clone().into());
+    m.insert("shader_checks_dropped".into(), info.shader_checks.dropped().into());
     m.insert("backend".into(), info.backend.clone().into());
     m.insert("device_type".into(), info.device_type.clone().into());
     m.insert("timestamps".into(), info.timestamps.into());

@@ -14,7 +14,7 @@ mod limits;
 mod plan;
 mod table;
 
-pub use context::{GpuContext, GpuInfo, Readback};
+pub use context::{GpuContext, GpuInfo, Readback, ShaderChecks};
 pub use limits::{capability_json, part_name, split_table, BufferNeed, GpuLimits, Requirements, MAX_BUFFER, MAX_STORAGE_BINDING};
 pub use table::SplitTable;
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};

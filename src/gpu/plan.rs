@@ -910,6 +910,9 @@ impl<'a> PlanBuilder<'a> {
         residual: Option<&Tensor>,
         phases: usize,
     ) -> Result<Tensor> {
+        if spec.k == 0 || spec.stride == 0 || spec.dilation == 0 || spec.groups == 0 || phases == 0 {
+            return Err(Error::config(spec.name, format!("a conv needs a kernel, stride, dilation and groups of at least 1, got {}, {}, {}, {}", spec.k, spec.stride, spec.dilation, spec.groups)));
+        }
         let t = if time_major { x.shape[0] } else { x.shape[1] };
         let c = if time_major { x.shape[1] } else { x.shape[0] };
         if c != spec.in_c || t % spec.stride != 0 || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 {
@@ -1004,6 +1007,9 @@ impl<'a> PlanBuilder<'a> {
     /// uniform's `index` picks the halves); `[t * stride, out_c]` when `time_major_out`.
     /// Mirrors StreamingConvTranspose1d.forward in streaming mode.
     pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
+        if spec.k == 0 || spec.stride == 0 || spec.groups == 0 {
+            return Err(Error::config(spec.name, format!("a transposed conv needs a kernel, stride and groups of at least 1, got {}, {}, {}", spec.k, spec.stride, spec.groups)));
+        }
         let (c, t_in) = (x.shape[0], x.shape[1]);
         if c != spec.in_c || spec.in_c % spec.groups != 0 || spec.out_c % spec.groups != 0 || spec.k < spec.stride {
             return Err(Error::config(spec.name, format!("transposed conv cannot take input {:?}", x.shape)));

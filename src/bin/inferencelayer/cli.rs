@@ -550,6 +550,7 @@ async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, 
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
+        println!("shader checks  {} left out", info.shader_checks.dropped());
         println!(
             "per frame      encode {enc_dispatches} dispatches in {} submits (one pass each, recorded during the frame before), \
              decode {dec_dispatches} in {}; streaming state {:.2} MiB",
@@ -981,6 +982,7 @@ async fn bench_lm(
         println!("adapter        {info}");
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
+        println!("shader checks  {} left out", info.shader_checks.dropped());
         println!("Q8_0 linears   {}", bench::q8_kernel_name(&info)?);
         println!(
             "model          dim {} x {} layers, depformer {} x {} layers x {} steps, context {}: {:.3} B parameters",
