@@ -26,6 +26,18 @@ use crate::session::Session;
 /// The real-time budget of one frame, in ms (1920 samples at 24 kHz).
 pub const FRAME_MS: f64 = 80.0;
 
+/// Least time each benchmark loop warms up for, in ms, beyond its warm-up frames: on an
+/// H200 the first 10 to 30 LM steps after a pause ran at 8 to 10 ms instead of 5.2 (the
+/// GPU's clocks and power still settling, about 250 ms), which 10 warm-up frames of 5 ms
+/// left inside the timed frames. Kyutai's reference warms up for 20 steps of 12.7 ms.
+pub const WARMUP_MIN_MS: f64 = 500.0;
+
+/// Whether frame `t` of a loop that started at `since` (ms on the loop's clock) still
+/// warms up: before `warmup` frames or [`WARMUP_MIN_MS`] have gone by.
+fn warming(t: usize, warmup: usize, since: f64, now: f64) -> bool {
+    t < warmup || now - since < WARMUP_MIN_MS
+}
+
 /// The benchmark's test signal: 2.96 s of speech, 24 kHz mono 16-bit.
 const BENCH_WAV: &[u8] = include_bytes!("../tests/golden/mimi_input.wav");
 
@@ -268,7 +280,8 @@ pub struct MimiBench {
     pub elapsed_s: f64,
 }
 
-/// Time `frames` Mimi frames (after `warmup` untimed ones) of `signal` (24 kHz, looped; at
+/// Time `frames` Mimi frames (after `warmup` untimed ones, and at least [`WARMUP_MIN_MS`]
+/// of them) of `signal` (24 kHz, looped; at
 /// least one frame): per frame `encode_frame` (its submits and codes readback), then
 /// `decode_frame` of those codes (submits and samples readback), then profile each plan
 /// `replays` times step by step. [`Error::Input`] for 0 frames or a signal shorter than a
@@ -283,13 +296,17 @@ pub async fn bench_mimi(mimi: &mut Mimi, signal: &[f32], frames: usize, warmup: 
     }
     let (mut enc, mut dec, mut both) = (Vec::with_capacity(frames), Vec::with_capacity(frames), Vec::with_capacity(frames));
     let start = now();
-    for (i, frame) in signal.chunks_exact(fs).cycle().take(warmup + frames).enumerate() {
+    for (i, frame) in signal.chunks_exact(fs).cycle().enumerate() {
+        if both.len() == frames {
+            break;
+        }
         let t0 = now();
+        let timed = !warming(i, warmup, start, t0);
         let codes = mimi.encode_frame(frame).await?;
         let t1 = now();
         mimi.decode_frame(i, &codes).await?;
         let t2 = now();
-        if i >= warmup {
+        if timed {
             enc.push(t1 - t0);
             dec.push(t2 - t1);
             both.push(t2 - t0);
@@ -376,6 +393,8 @@ pub struct LmBench {
     /// The whole step (one replay in a few submits recorded during the step before, one
     /// readback).
     pub step: Stats,
+    /// Each timed frame's whole step, ms, in order (where slow frames fall).
+    pub step_frames: Vec<f64>,
     /// The CPU's part of the step: LMGen's input, the recording and the submits.
     pub cpu: Stats,
     /// The temporal transformer, recorded beforehand, then submitted and waited for apart.
@@ -396,7 +415,8 @@ pub struct LmBench {
 
 /// Time the Moshi LM on `weights` (already on `lm`'s context; `lm` built over them with
 /// `sampling`), one LMGen frame at a time with [`bench_user_codes`] of `setup.seed` as the
-/// user's codes: `warmup + frames` whole steps (`Lm::submit`, `Lm::read_tokens` awaited),
+/// user's codes: `frames` whole steps (`Lm::submit`, `Lm::read_tokens` awaited) after
+/// `warmup` untimed ones and at least [`WARMUP_MIN_MS`] of them (so in every loop below),
 /// then the same frames again on a new stream with the temporal part and the depformer
 /// submitted and waited for apart (`Lm::step_timed`), then each plan profiled `replays`
 /// times; with `mimi`, whole full-duplex frames of `signal` (24 kHz, looped) through a
@@ -428,15 +448,20 @@ pub async fn bench_lm(
     // one readback; the CPU's part is LMGen's input, the submit and the next step's recording.
     let mut gen = LmGen::new(&config);
     let (mut step_ms, mut cpu_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
-    for t in 0..warmup + frames {
+    let since = now();
+    for t in 0.. {
+        if step_ms.len() == frames {
+            break;
+        }
         let codes = bench_user_codes(seed, t, users, config.card);
         let t0 = now();
+        let timed = !warming(t, warmup, since, t0);
         let input = gen.input(&codes)?;
         lm.submit(&input, None)?;
         let t1 = now();
         let generated = lm.read_tokens().await?;
         gen.output(&generated);
-        if t >= warmup {
+        if timed {
             step_ms.push(now() - t0);
             cpu_ms.push(t1 - t0);
         }
@@ -446,12 +471,17 @@ pub async fn bench_lm(
     lm.reset();
     let mut gen = LmGen::new(&config);
     let (mut temporal_ms, mut depformer_ms) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
-    for t in 0..warmup + frames {
+    let since = now();
+    for t in 0.. {
+        if temporal_ms.len() == frames {
+            break;
+        }
         let codes = bench_user_codes(seed, t, users, config.card);
+        let timed = !warming(t, warmup, since, now());
         let input = gen.input(&codes)?;
         let (generated, [tt, td]) = lm.step_timed(&input, now).await?;
         gen.output(&generated);
-        if t >= warmup {
+        if timed {
             temporal_ms.push(tt);
             depformer_ms.push(td);
         }
@@ -477,10 +507,15 @@ pub async fn bench_lm(
                 return Err(Error::Input(format!("the benchmark signal has {} samples, less than a frame ({fs})", signal.len())));
             }
             let (mut all, mut enc, mut rest) = (Vec::with_capacity(frames), Vec::with_capacity(frames), Vec::with_capacity(frames));
-            for (t, pcm) in signal.chunks_exact(fs).cycle().take(warmup + frames).enumerate() {
+            let since = now();
+            for (t, pcm) in signal.chunks_exact(fs).cycle().enumerate() {
+                if all.len() == frames {
+                    break;
+                }
                 let t0 = now();
+                let timed = !warming(t, warmup, since, t0);
                 let (_, [te, tr]) = session.step_timed(pcm, now).await?;
-                if t >= warmup {
+                if timed {
                     all.push(now() - t0);
                     enc.push(te);
                     rest.push(tr);
@@ -501,6 +536,7 @@ pub async fn bench_lm(
         gpu_bytes: (q8, f32_tables, kv_bytes),
         copy_bandwidth,
         step: Stats::of(&step_ms),
+        step_frames: step_ms,
         cpu: Stats::of(&cpu_ms),
         temporal: Stats::of(&temporal_ms),
         depformer: Stats::of(&depformer_ms),
@@ -523,7 +559,8 @@ impl LmBench {
     /// passes and submits per frame, GPU bytes, bandwidth, `step_ms`,
     /// `cpu_encode_submit_ms`, `temporal_ms`, `depformer_ms`, `full_duplex_frame_ms` (with
     /// `full_duplex_encode_ms` and `full_duplex_lm_decode_ms`; `null` without a Mimi), each
-    /// [`Stats::json`], and the per-step profiles.
+    /// [`Stats::json`], `step_frames_ms` (each timed step in order), and the per-step
+    /// profiles.
     pub fn json(&self) -> serde_json::Value {
         let c = &self.config;
         let (td, dd) = self.dispatches;
@@ -555,6 +592,7 @@ impl LmBench {
             "copy_bandwidth_by": self.copy_bandwidth.map(|b| b.1),
             "achieved_gbs": self.achieved_gbs(),
             "step_ms": self.step.json(),
+            "step_frames_ms": self.step_frames,
             "cpu_encode_submit_ms": self.cpu.json(),
             "temporal_ms": self.temporal.json(),
             "depformer_ms": self.depformer.json(),
