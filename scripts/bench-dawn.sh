@@ -6,13 +6,12 @@
 # DIR holds: inferencelayer (the native release binary), pkg/ (`wasm-pack build --release
 # --target nodejs`), bench-dawn.mjs, node.xz (a Node binary), webgpu/ (the `webgpu` npm
 # package's index.js and package.json) and dawn.node.xz (its dist/linux-x64/dawn.node), for a
-# machine with neither Node nor a network. W picks the synthetic LM's generator (default
-# fast: the same bits natively and on wasm, a fraction of the hash rule's build time on
-# wasm's one thread). Results go to $OUT (native-mimi.json, native-lm.json, dawn.json).
-for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
-J=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $J ] && export VK_DRIVER_FILES=$J
-export XDG_RUNTIME_DIR=/tmp
+# machine with neither Node nor a network (`scripts/side-by-side.sh prepare` packs it). W
+# picks the synthetic LM's generator (default fast: the same bits natively and on wasm, a
+# fraction of the hash rule's build time on wasm's one thread). Results go to $OUT
+# (native-mimi.json, native-lm.json, dawn.json). `scripts/side-by-side.sh run` runs it,
+# then Kyutai's reference on the same GPU.
+. "$(dirname "$0")/gpu-env.sh"
 D=${D:-.bench/dawn}
 W=${W:-fast}
 N=${1:-200}

@@ -4,10 +4,13 @@ Times `LMGen.step` of Moshi 7B (`moshi==0.2.13`, random weights, bf16, the packa
 CUDA graphs) with Kyutai's default sampling, and Mimi's streaming encode and decode (fp32),
 per 80 ms frame, after warm-up, and the whole full-duplex frame (Mimi encode of the user's
 audio, `LMGen.step`, Mimi decode of its output when it yields); prints p50/p95/p99/mean ms,
-frames over 80 ms and the device. Run next to
-`inferencelayer bench-lm` / `inferencelayer bench` on the same GPU:
+frames over 80 ms and the device. With `--window N`, `LMGen.step` is timed again once the
+stream has taken N steps (the temporal transformer's full window at N = its context, 3000):
+the reference attends over its whole KV ring (`RingKVCache.complete` returns every slot), so
+its step costs the same at any position. Run next to `inferencelayer bench-lm` /
+`inferencelayer bench` on the same GPU (`scripts/side-by-side.sh` runs all of them):
 
-    python3 tests/reference/bench_reference.py --frames 200
+    python3 tests/reference/bench_reference.py --frames 200 --window 3000
 """
 
 import argparse
@@ -45,6 +48,8 @@ def main():
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--skip-lm", action="store_true")
+    ap.add_argument("--window", type=int, default=0,
+                    help="also time LMGen.step after this many steps of the stream (0: not)")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -64,6 +69,12 @@ def main():
         user = torch.randint(0, 2048, (1, 8, 1), device=dev)
         with torch.no_grad(), gen.streaming(1):
             result["lmgen_step_ms"] = timed(lambda i: gen.step(user), args.frames, args.warmup)
+            if args.window > 0:
+                # on the same stream: untimed steps up to `window`, then the frames again
+                done = args.frames + args.warmup
+                fill = max(0, args.window - done)
+                result["lmgen_step_window_ms"] = timed(lambda i: gen.step(user), args.frames, fill)
+                result["window_position"] = done + fill
 
         def frame(i):
             user_codes = mimi.encode(pcm)
