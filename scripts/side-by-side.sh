@@ -34,7 +34,7 @@ prepare() {
   mkdir -p "$D/webgpu" .gl .whl
   echo "== the native release binary and the wasm build for Node" >&2
   cargo build --release --quiet --bin inferencelayer
-  cp target/release/inferencelayer "$D/"
+  cp target/release/inferencelayer "$D/" && strip "$D/inferencelayer"  # the release profile keeps line tables
   wasm-pack --quiet build --release --target nodejs --out-dir "$D/pkg" --out-name inferencelayer
   cp scripts/bench-dawn.mjs "$D/"
   echo "== Node and Dawn for Node (webgpu 0.6.2)" >&2

@@ -20,8 +20,11 @@
 // reaches back to the position it held before. Older positions are attended iff their slot
 // still holds them and pos - pos_k < context, as rope_attention.wgsl.
 //
-// Scores: 256 / per threads per position (one if per > 256), each a strided part of the dot
-// product. Weighted values: (vec4 column, position lane) pairs. Where a thread's part of a
+// Scores: tp threads per position, each a strided part of the dot product: 256 / per, but
+// at least p.key_lanes where the partial dots fit (tp * per <= 1024), so that a long split's
+// key loads stay coalesced (tp threads read consecutive vec4s of one key, where one thread a
+// position read a 512-byte key alone), taken as a power of two; positions beyond 256 / tp
+// go in rounds. Weighted values: (vec4 column, position lane) pairs. Where a thread's part of a
 // key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
 // stamps load before the first barrier, with the query: the kernel waits on memory once
 // before its scores, not three times. hd must be a multiple of 4, at most 256;
@@ -37,7 +40,7 @@ struct Params {
     rope: u32,
     chunk: u32,
     least: u32,
-    _pad0: u32,
+    key_lanes: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -60,9 +63,11 @@ struct Frame {
 
 const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
+// partial dot products held: positions times their threads
+const DOTS: u32 = 1024u;
 var<workgroup> qs: array<vec4<f32>, 64>;
 // partial dot products [position, thread of the position], then the scores
-var<workgroup> dots: array<f32, 512>;
+var<workgroup> dots: array<f32, 1024>;
 var<workgroup> sc: array<vec4<f32>, 128>;
 var<workgroup> acc_part: array<vec4<f32>, 256>;
 var<workgroup> l_part: array<f32, 256>;
@@ -108,7 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     // ring slot of position lo + a
     let slot0 = (lo + a) % p.ring;
     // scores: tp threads per position, thread r takes vec4s r, r + tp, ...
-    let tp = max(1u, WG / per);
+    let tp = 1u << firstLeadingBit(max(max(1u, WG / per), min(p.key_lanes, DOTS / per)));
     let r = lid % tp;
     let j0 = lid / tp;
     let pk0 = lo + a + j0;

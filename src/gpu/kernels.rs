@@ -214,7 +214,9 @@ pub(crate) struct RopeAttentionParams {
 
 /// The parameters of `rope_attention_split` and `attention_combine`: those of
 /// `rope_attention`, then the most positions per workgroup (`chunk`, which sets the splits
-/// of the dispatch) and the fewest a workgroup takes of a partly filled window (`least`).
+/// of the dispatch), the fewest a workgroup takes of a partly filled window (`least`) and
+/// the fewest threads that share a key's dot product where the kernel's partial dots fit
+/// (`key_lanes`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct SplitAttentionParams {
@@ -227,7 +229,8 @@ pub(crate) struct SplitAttentionParams {
     pub rope: u32,
     pub chunk: u32,
     pub least: u32,
-    pub _pad: [u32; 3],
+    pub key_lanes: u32,
+    pub _pad: [u32; 2],
 }
 
 /// Most positions one workgroup of `rope_attention_split` takes (its `dots` and `sc`).

@@ -609,6 +609,26 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// plans while the window fills (200 positions: 7 workgroups of 32 per head).
 pub const ATTENTION_LEAST: usize = 32;
 
+/// Fewest threads of `rope_attention_split` that share one key's dot product, where its
+/// partial dots fit (at most 1024 per workgroup): with one thread a key, as a full window's
+/// 250 positions a workgroup had, each thread read a 512-byte key alone and a warp's loads
+/// fell on 32 keys 16 KiB apart; with 4, a warp reads 8 keys' consecutive vec4s.
+/// `INFERENCELAYER_ATTENTION_KEY_LANES` (1, 2, 4 or 8) overrides it natively, for
+/// measurements.
+pub const ATTENTION_KEY_LANES: usize = 4;
+
+/// [`ATTENTION_KEY_LANES`], or `INFERENCELAYER_ATTENTION_KEY_LANES` where set (natively);
+/// [`Error::Input`] for a value other than 1, 2, 4 or 8.
+pub fn attention_key_lanes() -> Result<usize> {
+    match std::env::var("INFERENCELAYER_ATTENTION_KEY_LANES").as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(ATTENTION_KEY_LANES),
+        Ok(v) => match v.parse() {
+            Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+            _ => Err(Error::Input(format!("INFERENCELAYER_ATTENTION_KEY_LANES must be 1, 2, 4 or 8, got {v:?}"))),
+        },
+    }
+}
+
 /// Which kernels a streaming attention step of one new position
 /// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
 /// `INFERENCELAYER_ATTENTION` ([`AttentionKernel::from_env`]), so that one build can compare
@@ -1251,7 +1271,8 @@ impl<'a> PlanBuilder<'a> {
                         rope: p.rope,
                         chunk: chunk as u32,
                         least: least as u32,
-                        _pad: [0; 3],
+                        key_lanes: attention_key_lanes()? as u32,
+                        _pad: [0; 2],
                     };
                     let pb = self.params(label, &sp);
                     let part = if splits > 1 {
