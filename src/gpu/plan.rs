@@ -600,19 +600,24 @@ impl Q8Kernel {
 }
 
 /// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
-/// plans (the splits of a full window: 12 at the temporal transformer's 3000). The fastest
-/// of the choices measured on an H200 at every fill from 200 positions on (a step at the
-/// temporal shape, two dispatches: 28.6 us at 200 positions, 38.0 at 1000, 68.6 at 3000,
-/// against 32.2, 114 and 325 for `rope_attention`, and 46.6, 78.8 and 130 with 64 and 16).
-pub const ATTENTION_CHUNK: usize = 256;
+/// plans (the splits of a full window: 24 at the temporal transformer's 3000). Measured on
+/// an H200 with [`ATTENTION_KEY_LANES`] (`examples/attention_bench.rs`, a step at the
+/// temporal shape, two dispatches, in a pass of 32 / alone): at 3000 positions 55.7 / 69.8
+/// us against 70.8 / 84.0 with 256 (64.1 / 76.6 with 256 and one thread a key, the rule
+/// before), at 1000 25.4 / 36.9 against 30.3 / 40.6; at 200 positions a window takes the
+/// same 7 workgroups of [`ATTENTION_LEAST`] per head with either.
+pub const ATTENTION_CHUNK: usize = 128;
 /// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
 /// plans while the window fills (200 positions: 7 workgroups of 32 per head).
 pub const ATTENTION_LEAST: usize = 32;
 
 /// Fewest threads of `rope_attention_split` that share one key's dot product, where its
-/// partial dots fit (at most 1024 per workgroup): with one thread a key, as a full window's
-/// 250 positions a workgroup had, each thread read a 512-byte key alone and a warp's loads
-/// fell on 32 keys 16 KiB apart; with 4, a warp reads 8 keys' consecutive vec4s.
+/// partial dots fit (at most 1024 per workgroup): with one thread a key, as a workgroup of
+/// over 128 positions had, each thread read a 512-byte key alone and a warp's loads fell on
+/// 32 keys 16 KiB apart; with 4, a warp reads 8 keys' consecutive vec4s. On an H200 (a step
+/// at the temporal shape in a pass of 32, [`ATTENTION_CHUNK`] 128): 55.7 us at 3000
+/// positions against 60.6 with one thread a key; at 256 positions a workgroup, 70.8 against
+/// 64.1, so the chunk and the lanes go together.
 /// `INFERENCELAYER_ATTENTION_KEY_LANES` (1, 2, 4 or 8) overrides it natively, for
 /// measurements.
 pub const ATTENTION_KEY_LANES: usize = 4;
