@@ -602,10 +602,11 @@ impl Q8Kernel {
 /// Most positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
 /// plans (the splits of a full window: 24 at the temporal transformer's 3000). Measured on
 /// an H200 with [`ATTENTION_KEY_LANES`] (`examples/attention_bench.rs`, a step at the
-/// temporal shape, two dispatches, in a pass of 32 / alone): at 3000 positions 55.7 / 69.8
-/// us against 70.8 / 84.0 with 256 (64.1 / 76.6 with 256 and one thread a key, the rule
-/// before), at 1000 25.4 / 36.9 against 30.3 / 40.6; at 200 positions a window takes the
-/// same 7 workgroups of [`ATTENTION_LEAST`] per head with either.
+/// temporal shape, two dispatches, in a pass of 32 / alone; README, "Benchmark"): at 3000
+/// positions 55.1 / 69.1 us against 70.8 / 84.0 with 256 (64.1 / 76.6 with 256 and one
+/// thread a key, the rule before), at 1000 25.3 / 36.5 against 30.3 / 40.6; at 200
+/// positions a window takes the same 7 workgroups of [`ATTENTION_LEAST`] per head with
+/// either (9.9 / 19.6 against 9.2 / 18.8: twice the workgroups launched).
 pub const ATTENTION_CHUNK: usize = 128;
 /// Fewest positions per workgroup of `rope_attention_split` in [`AttentionKernel::Auto`]'s
 /// plans while the window fills (200 positions: 7 workgroups of 32 per head).
@@ -615,9 +616,9 @@ pub const ATTENTION_LEAST: usize = 32;
 /// partial dots fit (at most 1024 per workgroup): with one thread a key, as a workgroup of
 /// over 128 positions had, each thread read a 512-byte key alone and a warp's loads fell on
 /// 32 keys 16 KiB apart; with 4, a warp reads 8 keys' consecutive vec4s. On an H200 (a step
-/// at the temporal shape in a pass of 32, [`ATTENTION_CHUNK`] 128): 55.7 us at 3000
-/// positions against 60.6 with one thread a key; at 256 positions a workgroup, 70.8 against
-/// 64.1, so the chunk and the lanes go together.
+/// at the temporal shape in a pass of 32, [`ATTENTION_CHUNK`] 128): 55.1 us at 3000
+/// positions against 60.6 with one thread a key; but at 256 positions a workgroup, 70.8
+/// against 64.1: the chunk and the lanes go together.
 /// `INFERENCELAYER_ATTENTION_KEY_LANES` (1, 2, 4 or 8) overrides it natively, for
 /// measurements.
 pub const ATTENTION_KEY_LANES: usize = 4;
