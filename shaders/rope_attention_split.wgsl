@@ -22,10 +22,10 @@
 //
 // Scores: tp threads per position, each a strided part of the dot product: 256 / per, but
 // at least p.key_lanes where the partial dots fit (tp * per <= 1024), so that a long split's
-// key loads stay coalesced (tp threads read consecutive vec4s of one key, where one thread a
-// position read a 512-byte key alone), taken as a power of two; positions beyond 256 / tp
-// go in rounds. Weighted values: (vec4 column, position lane) pairs. Where a thread's part of a
-// key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
+// key loads stay coalesced (tp threads read consecutive vec4s of one key, where one thread
+// a position read a 512-byte key alone), taken as a power of two; positions beyond 256 / tp
+// go in rounds. Weighted values: (vec4 column, position lane) pairs. Where a thread's part
+// of a key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
 // stamps load before the first barrier, with the query: the kernel waits on memory once
 // before its scores, not three times. hd must be a multiple of 4, at most 256;
 // 1 <= least <= chunk <= 512.

@@ -5,10 +5,12 @@
 //! query attending to the keys whose position `p` has `0 <= pos - p < context`), for every
 //! kernel choice: `rope_attention` (one workgroup per head), `rope_attention_small` (the
 //! depformer's 8 positions) and `rope_attention_split` with `attention_combine` (the
-//! temporal transformer's 3000), split as by default (64 positions a workgroup in a full
-//! window, 16 or more while it fills) and otherwise (a fixed chunk that is not a power of
-//! two, one wider than a workgroup, a single position per workgroup while the window fills,
-//! a single split that writes the output itself). Windows from the first frame (empty rings) to full rings that have wrapped
+//! temporal transformer's 3000), split as by default (at most 128 positions a workgroup, 125
+//! in a full window, 32 or more while it fills; four threads a key beyond 64 positions a
+//! workgroup, the keys in rounds of 64) and otherwise (a fixed chunk that is not a power of
+//! two, one wider than a workgroup with two threads a key, a single position per workgroup
+//! while the window fills, a single split that writes the output itself). Windows from the
+//! first frame (empty rings) to full rings that have wrapped
 //! many times, with a slot in the window that no longer holds its position (masked); the
 //! rings after the step must hold the new rotated key and value. Then one plan replayed
 //! frame after frame from empty rings, past their end, each step reading what the steps
