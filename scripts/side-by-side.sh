@@ -7,7 +7,7 @@
 #       release binary, the wasm build for Node, scripts/bench-dawn.mjs, a Node binary and
 #       the `webgpu` npm package's Dawn for Node, xz-compressed: see scripts/bench-dawn.sh),
 #       .gl/ (the Vulkan loader's Debian packages) and .whl/ (the `moshi` 0.2.13 wheel; the
-#       GPU machine has PyTorch and the rest of what it imports). About 50 MB in all.
+#       GPU machine has PyTorch and the rest of what it imports). About 40 MB in all.
 #   OUT=DIR scripts/side-by-side.sh run [FRAMES=200]
 #       On the GPU machine, with .bench, .gl and .whl beside the scripts: on the same GPU,
 #       1. scripts/bench-dawn.sh: Mimi encode and decode (`inferencelayer bench`), the LM step
