@@ -3,7 +3,7 @@
 #
 #   scripts/side-by-side.sh prepare
 #       Here, with a network and the toolchain of ./build.sh: packs what the GPU machine
-#       lacks into folders that git ignores (.git/info/exclude): .bench/dawn/ (the native
+#       lacks into folders that .gitignore names: .bench/dawn/ (the native
 #       release binary, the wasm build for Node, scripts/bench-dawn.mjs, a Node binary and
 #       the `webgpu` npm package's Dawn for Node, xz-compressed: see scripts/bench-dawn.sh),
 #       .gl/ (the Vulkan loader's Debian packages) and .whl/ (the `moshi` 0.2.13 wheel; the
@@ -30,7 +30,6 @@ SEED=20261129
 prepare() {
   set -e
   export PATH="$HOME/.cargo/bin:$PATH"
-  grep -qs '^/.bench/$' .git/info/exclude || { mkdir -p .git/info; printf '/.bench/\n/.gl/\n/.whl/\n' >> .git/info/exclude; }
   mkdir -p "$D/webgpu" .gl .whl
   echo "== the native release binary and the wasm build for Node" >&2
   cargo build --release --quiet --bin inferencelayer
