@@ -746,6 +746,8 @@ pub struct PlanBuilder<'a> {
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
+    /// [`attention_key_lanes`]
+    key_lanes: usize,
     conv: ConvKernel,
 }
 
@@ -769,8 +771,9 @@ impl<'a> PlanBuilder<'a> {
     /// [`Q8Kernel::from_env`], their dot products as [`Q8Dot::from_env`] says (the f32
     /// kernel where the WGSL of the device lacks `dot4I8Packed`:
     /// [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention steps on
-    /// [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`,
-    /// `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
+    /// [`AttentionKernel::from_env`] with [`attention_key_lanes`] (an [`Error::Input`] for a
+    /// bad `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION` or
+    /// `INFERENCELAYER_ATTENTION_KEY_LANES`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -788,6 +791,7 @@ impl<'a> PlanBuilder<'a> {
                 dot => dot,
             },
             attention: AttentionKernel::from_env()?,
+            key_lanes: attention_key_lanes()?,
             conv: ConvKernel::Auto,
         })
     }
@@ -1277,7 +1281,7 @@ impl<'a> PlanBuilder<'a> {
                         rope: p.rope,
                         chunk: chunk as u32,
                         least: least as u32,
-                        key_lanes: attention_key_lanes()? as u32,
+                        key_lanes: self.key_lanes as u32,
                         _pad: [0; 2],
                     };
                     let pb = self.params(label, &sp);
