@@ -619,21 +619,7 @@ pub const ATTENTION_LEAST: usize = 32;
 /// at the temporal shape in a pass of 32, [`ATTENTION_CHUNK`] 128): 55.1 us at 3000
 /// positions against 60.6 with one thread a key; but at 256 positions a workgroup, 70.8
 /// against 64.1: the chunk and the lanes go together.
-/// `INFERENCELAYER_ATTENTION_KEY_LANES` (1, 2, 4 or 8) overrides it natively, for
-/// measurements.
 pub const ATTENTION_KEY_LANES: usize = 4;
-
-/// [`ATTENTION_KEY_LANES`], or `INFERENCELAYER_ATTENTION_KEY_LANES` where set (natively);
-/// [`Error::Input`] for a value other than 1, 2, 4 or 8.
-pub fn attention_key_lanes() -> Result<usize> {
-    match std::env::var("INFERENCELAYER_ATTENTION_KEY_LANES").as_deref().map(str::trim) {
-        Err(_) | Ok("") => Ok(ATTENTION_KEY_LANES),
-        Ok(v) => match v.parse() {
-            Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
-            _ => Err(Error::Input(format!("INFERENCELAYER_ATTENTION_KEY_LANES must be 1, 2, 4 or 8, got {v:?}"))),
-        },
-    }
-}
 
 /// Which kernels a streaming attention step of one new position
 /// ([`PlanBuilder::rope_attention_at`] with `t = 1`) runs. [`PlanBuilder::new`] takes it from
@@ -746,8 +732,6 @@ pub struct PlanBuilder<'a> {
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
-    /// [`attention_key_lanes`]
-    key_lanes: usize,
     conv: ConvKernel,
 }
 
@@ -771,9 +755,8 @@ impl<'a> PlanBuilder<'a> {
     /// [`Q8Kernel::from_env`], their dot products as [`Q8Dot::from_env`] says (the f32
     /// kernel where the WGSL of the device lacks `dot4I8Packed`:
     /// [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention steps on
-    /// [`AttentionKernel::from_env`] with [`attention_key_lanes`] (an [`Error::Input`] for a
-    /// bad `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION` or
-    /// `INFERENCELAYER_ATTENTION_KEY_LANES`).
+    /// [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`,
+    /// `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -791,7 +774,6 @@ impl<'a> PlanBuilder<'a> {
                 dot => dot,
             },
             attention: AttentionKernel::from_env()?,
-            key_lanes: attention_key_lanes()?,
             conv: ConvKernel::Auto,
         })
     }
@@ -1281,7 +1263,7 @@ impl<'a> PlanBuilder<'a> {
                         rope: p.rope,
                         chunk: chunk as u32,
                         least: least as u32,
-                        key_lanes: self.key_lanes as u32,
+                        key_lanes: ATTENTION_KEY_LANES as u32,
                         _pad: [0; 2],
                     };
                     let pb = self.params(label, &sp);
