@@ -211,7 +211,7 @@ fn inline_quantization_matches_the_workgroup_kernel() {
             eprintln!("skipped: the adapter's WGSL has no dot4I8Packed");
             return;
         }
-        let mut rng = Lcg(0x1a11_7e);
+        let mut rng = Lcg(0x001a_117e);
         for (n, k, t, kernel) in [(96usize, 320usize, 1usize, Q8Kernel::Fixed { lanes: 16 }), (64, 4416, 1, Q8Kernel::Auto), (128, 1024, 3, Q8Kernel::Auto), (96, 320, 2, Q8Kernel::Fixed { lanes: 4 })] {
             let wq = Q8Tensor::from_f32("w", n, k, &rng.vec(n * k)).unwrap();
             let quants = ctx.storage_bytes("quants", wq.quants_bytes()).unwrap();
