@@ -6,7 +6,7 @@
 #       lacks into folders that .gitignore names: .bench/dawn/ (the native
 #       release binary, the wasm build for Node, scripts/bench-dawn.mjs, a Node binary and
 #       the `webgpu` npm package's Dawn for Node, xz-compressed: see scripts/bench-dawn.sh),
-#       .gl/ (the Vulkan loader's Debian packages) and .whl/ (the `moshi` 0.2.13 wheel; the
+#       .gl/ (the Vulkan loader's and GLVND's Debian packages) and .whl/ (the `moshi` 0.2.13 wheel; the
 #       GPU machine has PyTorch and the rest of what it imports). About 40 MB in all.
 #   OUT=DIR scripts/side-by-side.sh run [FRAMES=200]
 #       On the GPU machine, with .bench, .gl and .whl beside the scripts: on the same GPU,
@@ -47,7 +47,7 @@ prepare() {
   local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   mkdir -p /tmp/amd64/partial
   apt-get $o update > /dev/null
-  (cd .gl && apt-get $o download libvulkan1 2> /dev/null)
+  (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 2> /dev/null)
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl moshi==0.2.13
   du -sh "$D" .gl .whl >&2
