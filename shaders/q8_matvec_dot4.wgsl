@@ -1,25 +1,125 @@
 // Linear layer with Q8_0 weights (the layout and parameters of q8_matvec.wgsl) whose dot
-// products run on packed 8-bit integers (q8_dot4_common.wgsl, which precedes this file):
-// each workgroup first quantizes the input row into workgroup memory, 4096 inputs at a
-// time, one unit of 16 a thread, and the weights' i8 quants meet them in dot4I8Packed,
-// four products and their sum per instruction. An f32 kernel has to turn every weight byte
-// into a float first, which costs the H200 more than loading it.
+// products run on packed 8-bit integers: each workgroup first quantizes the input row into
+// workgroup memory, 4096 inputs at a time, as two 8-bit levels per unit of 16 inputs
+// (x ~ s (hi + lo / 254), s = max |x| / 127 over the unit: 15 to 16 bits of the unit's
+// largest value), and the weights' i8 quants meet them in dot4I8Packed, four products and
+// their sum per instruction. An f32 kernel has to turn every weight byte into a float
+// first, which costs the H200 more than loading it.
 //
 // A workgroup of 256 threads is 256 / p.lanes row groups of p.lanes threads; a row group
 // computes 4 consecutive output rows of one input row, its lanes taking units l,
 // l + lanes, ... of the chunk (two per iteration, for more loads in flight); then a tree
 // reduction per row over the group's lanes. Workgroup w computes input row
 // w / ceil(n / rows) and its rows (w % ceil(n / rows)) * rows, ... (rows = 4 * 256 / lanes).
+//
+//   quants, scales, x, alpha, y, norm_out, p: as in q8_matvec.wgsl (p.input 0 to 3 and
+//   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs, for
+//   p.input 3 the row's partial sums, are summed in f32 as the units are quantized, the
+//   thread of unit u taking partial vec4s u, u + k / 16, ..., and 1 / rms scales the dot
+//   products at the end).
+//
+// k must be a multiple of 32 and n of 4.
 
-// the chunk's input units, quantized (Unit's fields apart: 16-byte rows, as lanes read
-// them), and (p.input 2, 3) their sums of squares
+struct Params {
+    n: u32,
+    k: u32,
+    t: u32,
+    mode: u32,
+    x_offset: u32,
+    y_offset: u32,
+    y_stride: u32,
+    input: u32,
+    lanes: u32,
+    eps: f32,
+    parts: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> scales: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> alpha: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
+
+const WG: u32 = 256u;
+const RT: u32 = 4u;
+// units of 16 inputs quantized per chunk: one per thread
+const CHUNK: u32 = 256u;
+
+// the chunk's input units: high and low 8-bit levels, the scale s, and (p.input 2) the
+// sum of the raw inputs' squares
 var<workgroup> x_hi: array<vec4<u32>, 256>;
 var<workgroup> x_lo: array<vec4<u32>, 256>;
 var<workgroup> x_scale: array<f32, 256>;
 var<workgroup> x_sq: array<f32, 256>;
+var<workgroup> red: array<vec4<f32>, 256>;
+var<workgroup> red_sq: array<f32, 256>;
 
-fn chunk_unit(j: u32) -> Unit {
-    return Unit(x_hi[j], x_lo[j], x_scale[j]);
+// f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
+fn f16_to_f32(h: u32) -> f32 {
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    var v: f32;
+    if (e == 0u) {
+        v = f32(m) * 5.9604644775390625e-8;
+    } else {
+        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
+    }
+    return select(v, -v, (h & 0x8000u) != 0u);
+}
+
+fn scale_of(block: u32) -> f32 {
+    let word = scales[block >> 1u];
+    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
+}
+
+// Input vec4 v of the row at vec4 `row` as p.input makes it (for p.input 2 before the
+// 1 / rms factor); adds the raw squares to *sq for p.input 2.
+fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
+    let a = x[row + v];
+    if (p.input == 1u) {
+        let u = x[row + p.k / 4u + v];
+        return a / (vec4<f32>(1.0) + exp(-a)) * u;
+    }
+    if (p.input == 2u) {
+        *sq += dot(a, a);
+        return a * alpha[v];
+    }
+    return a;
+}
+
+// The 16 inputs v of a unit as two levels: hi = round(v / s), lo = round((v - s hi) * 254 / s).
+fn quantize_unit(slot: u32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) {
+    let m4 = max(max(abs(a), abs(b)), max(abs(c), abs(d)));
+    let m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+    let inv = select(0.0, 127.0 / m, m > 0.0);
+    let s = m / 127.0;
+    let ha = round(a * inv);
+    let hb = round(b * inv);
+    let hc = round(c * inv);
+    let hd = round(d * inv);
+    let inv_lo = 254.0 * inv;
+    x_hi[slot] = vec4<u32>(pack4xI8Clamp(vec4<i32>(ha)), pack4xI8Clamp(vec4<i32>(hb)), pack4xI8Clamp(vec4<i32>(hc)), pack4xI8Clamp(vec4<i32>(hd)));
+    x_lo[slot] = vec4<u32>(
+        pack4xI8Clamp(vec4<i32>(round((a - ha * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((b - hb * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((c - hc * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((d - hd * s) * inv_lo))),
+    );
+    x_scale[slot] = s;
+}
+
+fn dot16(q: vec4<u32>, h: vec4<u32>) -> i32 {
+    return (dot4I8Packed(q.x, h.x) + dot4I8Packed(q.y, h.y)) + (dot4I8Packed(q.z, h.z) + dot4I8Packed(q.w, h.w));
+}
+
+// Unit u (global) of weight row i against the chunk's unit slot, scaled.
+fn unit_dot(i: u32, u: u32, slot: u32) -> f32 {
+    let q = quants[i * (p.k / 16u) + u];
+    let v = f32(dot16(q, x_hi[slot])) + f32(dot16(q, x_lo[slot])) * (1.0 / 254.0);
+    return scale_of(i * (p.k / 32u) + (u >> 1u)) * x_scale[slot] * v;
 }
 
 @compute @workgroup_size(256)
@@ -51,11 +151,20 @@ fn main(
         let units = min(CHUNK, nu - c0);
         workgroupBarrier();
         if (live && lid < units) {
+            let u = c0 + lid;
             var s = 0.0;
-            let xu = load_unit(xrow, c0 + lid, &s);
-            x_hi[lid] = xu.hi;
-            x_lo[lid] = xu.lo;
-            x_scale[lid] = xu.s;
+            let a = input(xrow, 4u * u, &s);
+            let b = input(xrow, 4u * u + 1u, &s);
+            let c = input(xrow, 4u * u + 2u, &s);
+            let d = input(xrow, 4u * u + 3u, &s);
+            quantize_unit(lid, a, b, c, d);
+            if (p.input == 3u) {
+                // the partial sums of squares behind the row, vec4 u, u + nu, ...
+                for (var j = u; j < p.parts / 4u; j += nu) {
+                    let q = x[p.k / 4u + j];
+                    s += (q.x + q.y) + (q.z + q.w);
+                }
+            }
             x_sq[lid] = s;
         }
         workgroupBarrier();
@@ -65,28 +174,63 @@ fn main(
                 let j1 = j + lanes;
                 let u = c0 + j;
                 let u1 = c0 + j1;
-                let xa = chunk_unit(j);
-                let xb = chunk_unit(j1);
-                acc.x += unit_dot(i0, u, xa) + unit_dot(i0, u1, xb);
-                acc.y += unit_dot(i0 + 1u, u, xa) + unit_dot(i0 + 1u, u1, xb);
-                acc.z += unit_dot(i0 + 2u, u, xa) + unit_dot(i0 + 2u, u1, xb);
-                acc.w += unit_dot(i0 + 3u, u, xa) + unit_dot(i0 + 3u, u1, xb);
+                acc.x += unit_dot(i0, u, j) + unit_dot(i0, u1, j1);
+                acc.y += unit_dot(i0 + 1u, u, j) + unit_dot(i0 + 1u, u1, j1);
+                acc.z += unit_dot(i0 + 2u, u, j) + unit_dot(i0 + 2u, u1, j1);
+                acc.w += unit_dot(i0 + 3u, u, j) + unit_dot(i0 + 3u, u1, j1);
                 if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j] + x_sq[j1];
                 }
             }
             if (j < units) {
                 let u = c0 + j;
-                let xa = chunk_unit(j);
-                acc.x += unit_dot(i0, u, xa);
-                acc.y += unit_dot(i0 + 1u, u, xa);
-                acc.z += unit_dot(i0 + 2u, u, xa);
-                acc.w += unit_dot(i0 + 3u, u, xa);
+                acc.x += unit_dot(i0, u, j);
+                acc.y += unit_dot(i0 + 1u, u, j);
+                acc.z += unit_dot(i0 + 2u, u, j);
+                acc.w += unit_dot(i0 + 3u, u, j);
                 if (p.input == 2u || p.input == 3u) {
                     sq += x_sq[j];
                 }
             }
         }
     }
-    finish(lid, g, lane, lanes, i0, r, valid, acc, sq);
+    red[lid] = acc;
+    red_sq[lid] = sq;
+    workgroupBarrier();
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            red[lid] += red[lid + s];
+            red_sq[lid] += red_sq[lid + s];
+        }
+        workgroupBarrier();
+    }
+    var sq_row = 0.0;
+    if (lane < RT && valid) {
+        let i = i0 + lane;
+        var v = red[g * lanes][lane];
+        if (p.input >= 2u) {
+            v *= inverseSqrt(p.eps + red_sq[g * lanes] / f32(p.k));
+        }
+        let yo = p.y_offset + r * p.y_stride + i;
+        if (p.mode == 0u) {
+            y[yo] = v;
+        } else {
+            let yn = y[yo] + v;
+            y[yo] = yn;
+            if (p.mode == 2u) {
+                norm_out[i] = yn * alpha[i / 4u][i % 4u];
+                sq_row = yn * yn;
+            }
+        }
+    }
+    if (p.mode == 2u) {
+        // the group's 4 squares summed by its lane 0 (red_sq is free again: the rows above
+        // read it before this barrier)
+        workgroupBarrier();
+        red_sq[lid] = sq_row;
+        workgroupBarrier();
+        if (lane == 0u && valid) {
+            norm_out[p.n + i0 / RT] = (red_sq[lid] + red_sq[lid + 1u]) + (red_sq[lid + 2u] + red_sq[lid + 3u]);
+        }
+    }
 }

@@ -240,8 +240,7 @@ pub async fn copy_bandwidth(ctx: &GpuContext, now: &dyn Fn() -> f64) -> Result<(
 pub fn q8_kernel_name(info: &GpuInfo) -> Result<&'static str> {
     Ok(match Q8Dot::from_env()? {
         Q8Dot::I8 if info.packed_dot => "i8 (the input quantized to two 8-bit levels, dot4I8Packed)",
-        Q8Dot::I8Inline if info.packed_dot => "i8, each row group quantizing its input units (INFERENCELAYER_Q8_DOT=i8-inline)",
-        Q8Dot::I8 | Q8Dot::I8Inline => "f32 (the device's WGSL has no dot4I8Packed)",
+        Q8Dot::I8 => "f32 (the device's WGSL has no dot4I8Packed)",
         Q8Dot::F32 => "f32 (INFERENCELAYER_Q8_DOT=f32)",
     })
 }

@@ -67,8 +67,7 @@ kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_dot4_common" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4_INLINE, "q8_dot4_common" + "q8_matvec_dot4_inline", [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -80,7 +79,7 @@ kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_INLINE, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
+    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).

@@ -520,29 +520,18 @@ pub enum Q8Dot {
     /// and `dot4I8Packed` multiplies four weights by four inputs and sums them in one
     /// instruction.
     I8,
-    /// As [`Self::I8`], but each row group quantizes the input units it takes itself as it
-    /// reads them (`shaders/q8_matvec_dot4_inline.wgsl`, `INFERENCELAYER_Q8_DOT=i8-inline`):
-    /// no barrier before the first weight loads, a unit quantized once per row group
-    /// instead of once per workgroup; bit for bit the same output.
-    I8Inline,
 }
 
 impl Q8Dot {
-    /// The rule `INFERENCELAYER_Q8_DOT` names: `f32`, `i8` or `i8-inline` (unset or empty, and on the
+    /// The rule `INFERENCELAYER_Q8_DOT` names: `f32` or `i8` (unset or empty, and on the
     /// web: [`Self::I8`], which [`PlanBuilder::new`] turns into [`Self::F32`] on a device
     /// without it). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
         match std::env::var("INFERENCELAYER_Q8_DOT").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("i8") => Ok(Self::I8),
-            Ok("i8-inline") => Ok(Self::I8Inline),
             Ok("f32") => Ok(Self::F32),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_DOT must be f32, i8 or i8-inline, got {v:?}"))),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_DOT must be f32 or i8, got {v:?}"))),
         }
-    }
-
-    /// Whether the dot products run on packed 8-bit integers (`dot4I8Packed`).
-    pub fn is_i8(self) -> bool {
-        self != Self::F32
     }
 }
 
@@ -584,7 +573,7 @@ impl Q8Kernel {
     pub fn dispatch_for(self, dot: Q8Dot, n: usize, k: usize, t: usize) -> Q8Dispatch {
         let (first, enough, per_row) = match dot {
             Q8Dot::F32 => (32, 512, false),
-            Q8Dot::I8 | Q8Dot::I8Inline => (8, 240, true),
+            Q8Dot::I8 => (8, 240, true),
         };
         let groups_of = |lanes: usize| {
             let rows = (WG_Q8 / lanes) * Q8_ROWS_PER_GROUP;
@@ -781,7 +770,7 @@ impl<'a> PlanBuilder<'a> {
             next_unused: 0,
             q8: Q8Kernel::from_env()?,
             q8_dot: match Q8Dot::from_env()? {
-                d if d.is_i8() && !ctx.info.packed_dot => Q8Dot::F32,
+                Q8Dot::I8 if !ctx.info.packed_dot => Q8Dot::F32,
                 dot => dot,
             },
             attention: AttentionKernel::from_env()?,
@@ -1624,7 +1613,6 @@ impl<'a> PlanBuilder<'a> {
         let norm_out = norm_out.unwrap_or(&dummy);
         let kernel = match self.q8_dot {
             Q8Dot::I8 => &Q8_MATVEC_DOT4,
-            Q8Dot::I8Inline => &Q8_MATVEC_DOT4_INLINE,
             Q8Dot::F32 => &Q8_MATVEC,
         };
         self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback};
+use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -206,7 +206,7 @@ impl Lm {
         let out_row = if fuse { Some(b.normed_row("transformer_out", d)?) } else { None };
         w.transformer.plan_step(&mut b, &x, 0, &frame, &rings, fuse, out_row.as_ref().map(|r| (&w.out_norm, r)))?;
         let z = b.tensor("transformer_out", &[1, d])?;
-        let norm_in_linear = b.q8_dot().is_i8();
+        let norm_in_linear = b.q8_dot() == Q8Dot::I8;
         if out_row.is_none() {
             b.rms_norm("out_norm", &x, &w.out_norm, RMS_EPS, &z);
             b.tap("transformer_out", &z);
