@@ -110,8 +110,8 @@ mod native {
             return Ok(());
         }
         let c = LmConfig::default();
-        let temporal = TransformerSpec { dim: c.dim, heads: c.num_heads, context: c.context, max_period: c.max_period, rope: true };
-        let depformer = TransformerSpec { dim: c.depformer_dim, heads: c.depformer_num_heads, context: c.depformer_context, max_period: c.depformer_max_period, rope: false };
+        let temporal = TransformerSpec { dim: c.dim, heads: c.num_heads, context: c.context, max_period: c.max_period, rope: true, kv_half: false };
+        let depformer = TransformerSpec { dim: c.depformer_dim, heads: c.depformer_num_heads, context: c.depformer_context, max_period: c.depformer_max_period, rope: false, kv_half: false };
         let split = |(chunk, least)| (format!("{chunk}/{least}"), AttentionKernel::Split { chunk, least });
         let base = || vec![("fused".to_string(), AttentionKernel::Fused), ("auto".to_string(), AttentionKernel::Auto)];
         let mut temporal_kernels = base();

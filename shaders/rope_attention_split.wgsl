@@ -6,7 +6,9 @@
 // dispatch; when one workgroup takes the whole window it writes the output itself.
 //
 //   qkv      : [3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
-//   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
+//   k_ring, v_ring : [ring, dim / 4] vec4 of f32, or with p.half [ring, dim / 8] vec4 of u32,
+//                    each the f16 halves of two vec4s (pack2x16float)
+//   pos_ring : [ring]  (0xffffffff when empty)
 //   part     : [heads, splits, hd / 4 + 1] vec4   per split: o, then (m, l, 0, 0)
 //   out      : [dim / 4] vec4   (written here only when one split is used)
 //
@@ -41,7 +43,8 @@ struct Params {
     chunk: u32,
     least: u32,
     key_lanes: u32,
-    _pad1: u32,
+    // 1: the rings hold f16 keys and values
+    half: u32,
     _pad2: u32,
 }
 
@@ -53,13 +56,46 @@ struct Frame {
 }
 
 @group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> k_ring: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> v_ring: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> k_ring: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> v_ring: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> pos_ring: array<u32>;
 @group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> frame: Frame;
+
+// Vec4 i of a ring's keys or values (as f32, or two f16 words of the vec4 of u32 i / 2).
+fn ring_vec4(w: vec4<u32>, i: u32) -> vec4<f32> {
+    if (p.half == 0u) {
+        return bitcast<vec4<f32>>(w);
+    }
+    let h = select(w.xy, w.zw, (i & 1u) == 1u);
+    return vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y));
+}
+fn k_at(i: u32) -> vec4<f32> {
+    return ring_vec4(k_ring[select(i, i >> 1u, p.half == 1u)], i);
+}
+fn v_at(i: u32) -> vec4<f32> {
+    return ring_vec4(v_ring[select(i, i >> 1u, p.half == 1u)], i);
+}
+fn k_store(i: u32, v: vec4<f32>) {
+    if (p.half == 0u) {
+        k_ring[i] = bitcast<vec4<u32>>(v);
+    } else {
+        let o = 2u * (i & 1u);
+        k_ring[i >> 1u][o] = pack2x16float(v.xy);
+        k_ring[i >> 1u][o + 1u] = pack2x16float(v.zw);
+    }
+}
+fn v_store(i: u32, v: vec4<f32>) {
+    if (p.half == 0u) {
+        v_ring[i] = bitcast<vec4<u32>>(v);
+    } else {
+        let o = 2u * (i & 1u);
+        v_ring[i >> 1u][o] = pack2x16float(v.xy);
+        v_ring[i >> 1u][o + 1u] = pack2x16float(v.zw);
+    }
+}
 
 const NEG: f32 = -3.0e38;
 const WG: u32 = 256u;
@@ -128,7 +164,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         held0 = pos_ring[slot_0];
         for (var i = 0u; i < 8u; i++) {
             let e = min(r + i * tp, hd4 - 1u);
-            kr[i] = k_ring[slot_0 * dim4 + h * hd4 + e];
+            kr[i] = k_at(slot_0 * dim4 + h * hd4 + e);
         }
     }
 
@@ -144,7 +180,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let j = min(g + i * groups, n - 1u);
             let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
             if (lo + a + j != pos_q) {
-                vr[i] = v_ring[slot * dim4 + h * hd4 + c];
+                vr[i] = v_at(slot * dim4 + h * hd4 + c);
             }
         }
     }
@@ -153,8 +189,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let col = h * hd4 + lid;
         qs[lid] = rotate(qkv[col], 2u * lid, pos_q);
         if (has_new) {
-            k_ring[slot_q * dim4 + col] = rotate(qkv[dim4 + col], 2u * lid, pos_q);
-            v_ring[slot_q * dim4 + col] = qkv[2u * dim4 + col];
+            k_store(slot_q * dim4 + col, rotate(qkv[dim4 + col], 2u * lid, pos_q));
+            v_store(slot_q * dim4 + col, qkv[2u * dim4 + col]);
             if (h == 0u && lid == 0u) {
                 pos_ring[slot_q] = pos_q;
             }
@@ -185,7 +221,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             let ko = slot * dim4 + h * hd4;
             for (var e = r; e < hd4; e += tp) {
-                d += dot(qs[e], k_ring[ko + e]);
+                d += dot(qs[e], k_at(ko + e));
             }
         }
         if (held != pk) {
@@ -222,7 +258,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
                 let w = select(0.0, exp(sj - m), sj > -1.0e38);
                 var v = vr[i];
                 if (lo + a + j == pos_q) {
-                    v = v_ring[slot_q * dim4 + h * hd4 + c];
+                    v = v_at(slot_q * dim4 + h * hd4 + c);
                 }
                 acc += w * v;
                 l += w;
@@ -233,7 +269,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let sj = sc[j / 4u][j % 4u];
             let w = select(0.0, exp(sj - m), sj > -1.0e38);
             let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
-            acc += w * v_ring[slot * dim4 + h * hd4 + c];
+            acc += w * v_at(slot * dim4 + h * hd4 + c);
             l += w;
         }
     }

@@ -56,7 +56,10 @@ fn rings_at(rng: &mut Lcg, spec: &TransformerSpec, pos: usize, stale: Option<usi
 
 /// The oracle: rotate q and k of `qkv` `[3 dim]` at `pos` (the angle in f32 as the kernels and
 /// the reference compute it, the rest in f64), push k and v into `rings`, attend.
-fn oracle(spec: &TransformerSpec, rings: &mut Rings, qkv: &[f32], pos: usize) -> Vec<f64> {
+///
+/// With `half` (f16 rings, [`PlanBuilder::kv_half`]) the pushed key and value are rounded to
+/// f16 in the rings, and the new key is attended as the rings hold it.
+fn oracle(spec: &TransformerSpec, rings: &mut Rings, qkv: &[f32], pos: usize, half: bool) -> Vec<f64> {
     let (d, heads, ring) = (spec.dim, spec.heads, spec.context);
     let hd = d / heads;
     let coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
@@ -82,6 +85,11 @@ fn oracle(spec: &TransformerSpec, rings: &mut Rings, qkv: &[f32], pos: usize) ->
     }
     rings.v[slot * d..(slot + 1) * d].copy_from_slice(&qkv[2 * d..]);
     rings.pos[slot] = pos as u32;
+    if half {
+        for x in rings.k[slot * d..(slot + 1) * d].iter_mut().chain(rings.v[slot * d..(slot + 1) * d].iter_mut()) {
+            *x = f16_round(*x);
+        }
+    }
     let scale = 1.0 / (hd as f64).sqrt();
     let mut out = vec![0f64; d];
     for h in 0..heads {
@@ -90,7 +98,7 @@ fn oracle(spec: &TransformerSpec, rings: &mut Rings, qkv: &[f32], pos: usize) ->
             let pk = pk as usize;
             if pk != INVALID_POS as usize && pk <= pos && pos - pk < spec.context {
                 // the new key as the kernels attend it: rotated in f32, not rounded again
-                let dot: f64 = if pk == pos {
+                let dot: f64 = if pk == pos && !half {
                     (0..hd).map(|e| q[h * hd + e] * k[h * hd + e]).sum()
                 } else {
                     (0..hd).map(|e| q[h * hd + e] * rings.k[s * d + h * hd + e] as f64).sum()
@@ -110,6 +118,38 @@ fn oracle(spec: &TransformerSpec, rings: &mut Rings, qkv: &[f32], pos: usize) ->
     out
 }
 
+fn f16_round(x: f32) -> f32 {
+    half::f16::from_f32(x).to_f32()
+}
+
+impl Rings {
+    /// These rings with keys and values rounded to f16, as f16 rings hold them.
+    fn rounded(&self) -> Rings {
+        Rings { k: self.k.iter().map(|x| f16_round(*x)).collect(), v: self.v.iter().map(|x| f16_round(*x)).collect(), pos: self.pos.clone() }
+    }
+}
+
+/// A ring's keys or values as the GPU buffer holds them: f32, or f16 bits.
+fn ring_bytes(values: &[f32], half: bool) -> Vec<u8> {
+    if half {
+        values.iter().flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes()).collect()
+    } else {
+        bytemuck::cast_slice(values).to_vec()
+    }
+}
+
+/// `n` keys or values read back from a ring buffer (f32, or f16 bits).
+async fn read_ring(ctx: &GpuContext, buf: &wgpu::Buffer, n: usize, half: bool) -> Vec<f32> {
+    if !half {
+        return ctx.read_f32(buf, n).await.unwrap();
+    }
+    let words = ctx.read_f32(buf, n / 2).await.unwrap();
+    words.iter().flat_map(|w| {
+        let b = w.to_bits();
+        [half::f16::from_bits(b as u16).to_f32(), half::f16::from_bits((b >> 16) as u16).to_f32()]
+    }).collect()
+}
+
 fn rel_err(got: &[f32], want: &[f64]) -> f64 {
     let num: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
     let den: f64 = want.iter().map(|w| w * w).sum();
@@ -121,14 +161,18 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 async fn step(ctx: &GpuContext, spec: &TransformerSpec, start: &Rings, qkv: &[f32], pos: usize, kernel: AttentionKernel) -> f64 {
     let what = format!("dim {}, {} heads, ring {}, pos {pos}, {kernel:?} ({:?})", spec.dim, spec.heads, spec.context, kernel.dispatch(spec.dim / spec.heads, spec.context));
     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, ..Default::default() }));
+    let mut b = PlanBuilder::new(ctx, &frame).unwrap();
+    b.set_attention_kernel(kernel);
+    // f16 rings hold what the stream pushed rounded to f16
+    let half = b.kv_half(spec);
+    let start = &(if half { start.rounded() } else { start.clone() });
+    let what = format!("{what}{}", if half { ", f16 rings" } else { "" });
     let rings = [
-        ctx.storage_f32("k_ring", &start.k).unwrap(),
-        ctx.storage_f32("v_ring", &start.v).unwrap(),
+        ctx.storage_bytes("k_ring", &ring_bytes(&start.k, half)).unwrap(),
+        ctx.storage_bytes("v_ring", &ring_bytes(&start.v, half)).unwrap(),
         ctx.storage_bytes("pos_ring", bytemuck::cast_slice(&start.pos)).unwrap(),
     ];
     let x = Tensor { buf: ctx.storage_f32("qkv", qkv).unwrap(), shape: vec![1, 3 * spec.dim] };
-    let mut b = PlanBuilder::new(ctx, &frame).unwrap();
-    b.set_attention_kernel(kernel);
     let out = b.rope_attention_at("attn", spec, &x, &frame, &rings).unwrap();
     let (plan, _, _) = b.finish();
     let mut enc = ctx.device.create_command_encoder(&Default::default());
@@ -138,7 +182,7 @@ async fn step(ctx: &GpuContext, spec: &TransformerSpec, start: &Rings, qkv: &[f3
     }
     ctx.queue.submit([enc.finish()]);
     let mut cpu = start.clone();
-    let want = oracle(spec, &mut cpu, qkv, pos);
+    let want = oracle(spec, &mut cpu, qkv, pos, half);
     let got = ctx.read_f32(&out.buf, spec.dim).await.unwrap();
     assert!(got.iter().all(|v| v.is_finite()), "{what}: output not finite");
     // RoPE angles are f32 (pos times a frequency, as the reference computes them), so a
@@ -147,16 +191,22 @@ async fn step(ctx: &GpuContext, spec: &TransformerSpec, start: &Rings, qkv: &[f3
     // 5.6e-4 on the output through a sharp softmax); without RoPE the kernels' f32 sums set
     // the error (1e-7 to 1e-6)
     let (tol, tol_k) = if spec.rope { (2e-5 + 6e-8 * pos as f64, 1e-6 + 3e-8 * pos as f64) } else { (1e-5, 0.0) };
+    // f16 rings: the new key rotated in f32 and in f64 may round to neighbouring halves
+    // (2^-11 apart, relative), and the kernel's rounding of the value may differ from the
+    // oracle's by as much
+    let (tol, tol_k, tol_v) = if half { (tol + 2e-4, tol_k + 1e-3, 1e-3) } else { (tol, tol_k, 0.0) };
     let e = rel_err(&got, &want);
     assert!(e < tol, "{what}: output relative error {e:e}");
     let (d, slot) = (spec.dim, pos % spec.context);
-    let k = ctx.read_f32(&rings[0], spec.context * d).await.unwrap();
-    let v = ctx.read_f32(&rings[1], spec.context * d).await.unwrap();
+    let k = read_ring(ctx, &rings[0], spec.context * d, half).await;
+    let v = read_ring(ctx, &rings[1], spec.context * d, half).await;
     let p: Vec<u32> = ctx.read_f32(&rings[2], spec.context).await.unwrap().iter().map(|f| f.to_bits()).collect();
     let want_k: Vec<f64> = cpu.k[slot * d..(slot + 1) * d].iter().map(|v| *v as f64).collect();
     let ek = rel_err(&k[slot * d..(slot + 1) * d], &want_k);
     assert!(ek <= tol_k, "{what}: pushed key relative error {ek:e}");
-    assert_eq!(&v[slot * d..(slot + 1) * d], &cpu.v[slot * d..(slot + 1) * d], "{what}: pushed value");
+    let want_v: Vec<f64> = cpu.v[slot * d..(slot + 1) * d].iter().map(|v| *v as f64).collect();
+    let ev = rel_err(&v[slot * d..(slot + 1) * d], &want_v);
+    assert!(ev <= tol_v, "{what}: pushed value relative error {ev:e}");
     assert_eq!(p, cpu.pos, "{what}: position ring");
     // nothing but the new slot written
     let others = |a: &[f32], b: &[f32]| a.iter().zip(b).enumerate().all(|(i, (x, y))| i / d == slot || x == y);
@@ -165,9 +215,9 @@ async fn step(ctx: &GpuContext, spec: &TransformerSpec, start: &Rings, qkv: &[f3
 }
 
 /// The temporal transformer of Moshi 7B: 32 heads of 128, 3000 slots, RoPE.
-const TEMPORAL: TransformerSpec = TransformerSpec { dim: 4096, heads: 32, context: 3000, max_period: 10000.0, rope: true };
+const TEMPORAL: TransformerSpec = TransformerSpec { dim: 4096, heads: 32, context: 3000, max_period: 10000.0, rope: true, kv_half: false };
 /// The depformer: 16 heads of 64, 8 slots, no positional embedding.
-const DEPFORMER: TransformerSpec = TransformerSpec { dim: 1024, heads: 16, context: 8, max_period: 10000.0, rope: false };
+const DEPFORMER: TransformerSpec = TransformerSpec { dim: 1024, heads: 16, context: 8, max_period: 10000.0, rope: false, kv_half: false };
 
 #[test]
 fn attention_kernels_are_chosen_by_shape() {
@@ -207,7 +257,8 @@ fn temporal_attention_matches_the_oracle_from_the_first_frame_to_wrapped_rings()
         // that wrapped (slot 417, and the last slot after five laps)
         let cases: [(usize, Option<usize>); 7] = [(0, None), (15, Some(3)), (199, None), (999, Some(998)), (2999, Some(1500)), (3417, Some(2000)), (5 * 3000 + 2999, Some(5 * 3000 + 10))];
         // without RoPE the attention's own rounding, with it the model's step
-        for spec in [TransformerSpec { rope: false, ..TEMPORAL }, TEMPORAL] {
+        // and with f16 rings where the kernel is the split one
+        for spec in [TransformerSpec { rope: false, ..TEMPORAL }, TEMPORAL, TransformerSpec { kv_half: true, ..TEMPORAL }] {
             let mut worst = 0f64;
             for (pos, stale) in cases {
                 let start = rings_at(&mut rng, &spec, pos, stale);
@@ -218,7 +269,7 @@ fn temporal_attention_matches_the_oracle_from_the_first_frame_to_wrapped_rings()
                     worst = worst.max(step(&ctx, &spec, &start, &qkv, pos, kernel).await);
                 }
             }
-            println!("temporal attention, rope {}: worst relative error {worst:e}", spec.rope);
+            println!("temporal attention, rope {}, f16 rings {}: worst relative error {worst:e}", spec.rope, spec.kv_half);
         }
         ctx.take_error().unwrap();
     });
@@ -268,7 +319,7 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
         let mut rng = Lcg(0x5e9_0040);
-        let wide = TransformerSpec { dim: 256, heads: 4, context: 40, max_period: 10000.0, rope: true };
+        let wide = TransformerSpec { dim: 256, heads: 4, context: 40, max_period: 10000.0, rope: true, kv_half: false };
         let short = TransformerSpec { context: 8, ..wide };
         for (spec, kernel) in [
             (wide, AttentionKernel::Auto),
@@ -276,6 +327,8 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
             (wide, AttentionKernel::Split { chunk: 3, least: 1 }),
             (short, AttentionKernel::Auto),
             (short, AttentionKernel::Split { chunk: 2, least: 1 }),
+            (TransformerSpec { kv_half: true, ..wide }, AttentionKernel::Auto),
+            (TransformerSpec { kv_half: true, ..wide }, AttentionKernel::Split { chunk: 3, least: 1 }),
         ] {
             let what = format!("ring {}, {kernel:?} ({:?})", spec.context, kernel.dispatch(spec.dim / spec.heads, spec.context));
             let (d, ring) = (spec.dim, spec.context);
@@ -284,6 +337,8 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
             let x = Tensor { buf: ctx.zeros("qkv", 3 * d).unwrap(), shape: vec![1, 3 * d] };
             let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
             b.set_attention_kernel(kernel);
+            let half = b.kv_half(&spec);
+            let what = format!("{what}{}", if half { ", f16 rings" } else { "" });
             let rings = b.attention_state("attn", &spec).unwrap();
             let out = b.rope_attention_at("attn", &spec, &x, &frame, &rings).unwrap();
             let (plan, _, _) = b.finish();
@@ -299,14 +354,20 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
                     plan.record(&mut pass);
                 }
                 ctx.queue.submit([enc.finish()]);
-                let want = oracle(&spec, &mut cpu, &qkv, pos);
+                let want = oracle(&spec, &mut cpu, &qkv, pos, half);
                 // later steps attend the older keys as the kernel rotated them (the rotation
-                // is checked above): the rounding of RoPE at one position does not add up
-                let k = ctx.read_f32(&rings[0], ring * d).await.unwrap();
+                // is checked above): the rounding of RoPE at one position does not add up;
+                // likewise the values as f16 rings rounded them
+                let k = read_ring(&ctx, &rings[0], ring * d, half).await;
                 cpu.k.copy_from_slice(&k);
+                if half {
+                    let v = read_ring(&ctx, &rings[1], ring * d, half).await;
+                    cpu.v.copy_from_slice(&v);
+                }
                 let got = ctx.read_f32(&out.buf, d).await.unwrap();
                 let e = rel_err(&got, &want);
-                assert!(e < 2e-5 + 6e-8 * pos as f64, "{what}, pos {pos}: relative error {e:e}");
+                let tol = 2e-5 + 6e-8 * pos as f64 + if half { 2e-4 } else { 0.0 };
+                assert!(e < tol, "{what}, pos {pos}: relative error {e:e}");
                 worst = worst.max(e);
             }
             println!("{what}: worst relative error {worst:e} over {} steps", 5 * ring / 2);

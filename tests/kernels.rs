@@ -397,7 +397,7 @@ mod oracles {
             let mut rng = Lcg(0xa7_7e_17);
             // (t, dim, heads, context, dispatches)
             for &(t, dim, heads, context, dispatches) in &[(1usize, 16usize, 2usize, 5usize, 1usize), (2, 16, 2, 5, 1), (2, 32, 4, 4, 1), (3, 16, 2, 3, 1), (5, 512, 2, 7, 2)] {
-                let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true };
+                let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true, kv_half: false };
                 let qkv = Tensor { buf: ctx.zeros("qkv", t * 3 * dim).unwrap(), shape: vec![t, 3 * dim] };
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                 let mut b = PlanBuilder::new(&ctx, &frame).unwrap();

@@ -230,7 +230,9 @@ pub(crate) struct SplitAttentionParams {
     pub chunk: u32,
     pub least: u32,
     pub key_lanes: u32,
-    pub _pad: [u32; 2],
+    /// 1: the rings hold f16 keys and values ([`crate::gpu::TransformerSpec::kv_half`])
+    pub half: u32,
+    pub _pad: u32,
 }
 
 /// Most positions one workgroup of `rope_attention_split` takes (its `dots` and `sc`).

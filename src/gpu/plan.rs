@@ -388,6 +388,11 @@ pub struct TransformerSpec {
     pub max_period: f64,
     /// Rotary embedding on queries and keys (off for Moshi's depformer).
     pub rope: bool,
+    /// Keys and values in the rings as f16 where the attention takes the split kernel
+    /// ([`PlanBuilder::kv_half`]): half the rings' bytes, and half what a step reads at a
+    /// full window (Kyutai's reference keeps its cache in bf16). On for Moshi's temporal
+    /// transformer; such rings take one new position a step.
+    pub kv_half: bool,
 }
 
 /// What a Q8_0 linear reads as its input row.
@@ -699,6 +704,14 @@ impl AttentionKernel {
                 }
             }
         }
+    }
+
+    /// Whether the rings of `spec` hold f16 keys and values under this rule:
+    /// [`TransformerSpec::kv_half`] where the split kernel takes one new position
+    /// ([`Self::dispatch`]) and a head is a multiple of 8 wide.
+    pub fn kv_half(self, spec: &TransformerSpec) -> bool {
+        let hd = spec.dim / spec.heads.max(1);
+        spec.kv_half && hd % 8 == 0 && matches!(self.dispatch(hd, spec.context), AttentionDispatch::Split { .. })
     }
 }
 
@@ -1185,12 +1198,20 @@ impl<'a> PlanBuilder<'a> {
         self.rope_attention_at(label, spec, qkv, &frame, &state)
     }
 
-    /// The KV ring, value ring and position ring of one attention layer (`context` slots).
+    /// Whether the rings of `spec` hold f16 keys and values in this builder's plans
+    /// ([`AttentionKernel::kv_half`]).
+    pub fn kv_half(&self, spec: &TransformerSpec) -> bool {
+        self.attention.kv_half(spec)
+    }
+
+    /// The KV ring, value ring and position ring of one attention layer (`context` slots;
+    /// keys and values in f16 where [`Self::kv_half`]).
     pub fn attention_state(&mut self, label: &str, spec: &TransformerSpec) -> Result<[wgpu::Buffer; 3]> {
         let (dim, ring) = (spec.dim, spec.context);
+        let floats = if self.kv_half(spec) { ring * dim / 2 } else { ring * dim };
         Ok([
-            self.state(&format!("{label}.k_ring"), ring * dim)?,
-            self.state(&format!("{label}.v_ring"), ring * dim)?,
+            self.state(&format!("{label}.k_ring"), floats)?,
+            self.state(&format!("{label}.v_ring"), floats)?,
             self.pos_ring(&format!("{label}.pos_ring"), ring)?,
         ])
     }
@@ -1217,6 +1238,10 @@ impl<'a> PlanBuilder<'a> {
         }
         let [k_ring, v_ring, pos_ring] = rings;
         let hd = dim / heads;
+        let half = self.kv_half(spec);
+        if half && t != 1 {
+            return Err(Error::config(label, format!("f16 KV rings take one new position a step, got {t}")));
+        }
         let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
         let rope_params = |t: usize| RopeAttentionParams {
             dim: dim as u32,
@@ -1264,7 +1289,8 @@ impl<'a> PlanBuilder<'a> {
                         chunk: chunk as u32,
                         least: least as u32,
                         key_lanes: ATTENTION_KEY_LANES as u32,
-                        _pad: [0; 2],
+                        half: half as u32,
+                        _pad: 0,
                     };
                     let pb = self.params(label, &sp);
                     let part = if splits > 1 {

@@ -182,7 +182,7 @@ impl Transformer {
         let (t, d) = (x.shape[0], x.shape[1]);
         let f = self.dim_feedforward;
         let ctx = b.ctx();
-        let spec = TransformerSpec { dim: d, heads: self.num_heads, context: self.context, max_period: self.max_period, rope: true };
+        let spec = TransformerSpec { dim: d, heads: self.num_heads, context: self.context, max_period: self.max_period, rope: true, kv_half: false };
         let qkv = b.tensor(&format!("{}.qkv", self.name), &[t, 3 * d])?;
         let ff = b.tensor(&format!("{}.ff", self.name), &[t, f])?;
         for (li, l) in self.layers.iter().enumerate() {

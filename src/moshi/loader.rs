@@ -42,7 +42,7 @@ use super::config::LmConfig;
 use super::lm::LmWeights;
 use super::transformer::{GpuQ8, GpuStep, GpuTransformer, LmTransformer, Q8Linear};
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, GpuLimits, Requirements, SplitTable};
+use crate::gpu::{AttentionKernel, GpuContext, GpuLimits, Requirements, SplitTable, TransformerSpec};
 use crate::weights::place::{Placer, Placing};
 use crate::weights::q8::{Q8Tensor, BLOCK};
 use crate::weights::stream::{ByteSink, CheckpointReader, Header, Kind, Limits, Loaded, Plan, ReadState, TensorEntry};
@@ -101,7 +101,8 @@ fn q8_buffers(ctx: &GpuContext, label: &str, rows: usize, cols: usize) -> Result
 /// weight buffer [`LmGpuWeights::allocate`] makes (labelled as it labels them, the
 /// embedding tables split into parts of whole rows within the limits) and the KV rings of
 /// [`super::Lm`] (`transformer.layers.L.{k,v,pos}_ring`, `context` slots; the depformer's,
-/// `dep_q` slots). [`Requirements::check`] says whether it fits. The loaders run it before
+/// `dep_q` slots; keys and values in f16 where the plans' attention kernel takes them:
+/// [`AttentionKernel::kv_half`]). [`Requirements::check`] says whether it fits. The loaders run it before
 /// they read a byte. [`Error::Config`] for an invalid config.
 pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirements> {
     config.validate()?;
@@ -143,10 +144,14 @@ pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirement
     for k in 0..c.dep_q {
         q(&mut r, &format!("linears.{k}.weight"), c.card, dd);
     }
-    for (name, layers, dim, ring) in [("transformer", c.num_layers, d, c.context), ("depformer", c.depformer_num_layers, dd, c.dep_q)] {
+    let attention = AttentionKernel::from_env()?;
+    for (name, layers, dim, heads, ring) in [("transformer", c.num_layers, d, c.num_heads, c.context), ("depformer", c.depformer_num_layers, dd, c.depformer_num_heads, c.dep_q)] {
+        // f16 keys and values where the plans' attention takes them (GpuTransformer's spec)
+        let spec = TransformerSpec { dim, heads, context: ring, max_period: 0.0, rope: false, kv_half: true };
+        let bytes = if attention.kv_half(&spec) { 2 } else { 4 };
         for l in 0..layers {
-            r.buffer(format!("{name}.layers.{l}.k_ring"), 4 * ring as u64 * dim as u64);
-            r.buffer(format!("{name}.layers.{l}.v_ring"), 4 * ring as u64 * dim as u64);
+            r.buffer(format!("{name}.layers.{l}.k_ring"), bytes * ring as u64 * dim as u64);
+            r.buffer(format!("{name}.layers.{l}.v_ring"), bytes * ring as u64 * dim as u64);
             r.buffer(format!("{name}.layers.{l}.pos_ring"), 4 * ring as u64);
         }
     }

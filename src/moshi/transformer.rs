@@ -298,7 +298,9 @@ impl GpuTransformer {
     }
 
     fn spec(&self) -> TransformerSpec {
-        TransformerSpec { dim: self.dim, heads: self.heads, context: self.context, max_period: self.max_period, rope: self.rope }
+        // f16 rings wherever the split kernel takes the attention: the temporal
+        // transformer's 3000 slots (the depformer's 8 take the small kernel, in f32)
+        TransformerSpec { dim: self.dim, heads: self.heads, context: self.context, max_period: self.max_period, rope: self.rope, kv_half: true }
     }
 
     /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
