@@ -11,7 +11,9 @@ fn every_kernel_validates_and_matches_its_binding_table() {
     for k in KERNELS {
         let module = naga::front::wgsl::parse_str(k.source)
             .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
-        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+        // pack2x16float / unpack2x16float (rope_attention_split's f16 rings): core WGSL in
+        // browsers, and in wgpu's Vulkan and Metal backends
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32)
             .validate(&module)
             .unwrap_or_else(|e| panic!("{}: {e:?}", k.name));
         assert!(
