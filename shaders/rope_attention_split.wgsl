@@ -78,23 +78,19 @@ fn k_at(i: u32) -> vec4<f32> {
 fn v_at(i: u32) -> vec4<f32> {
     return ring_vec4(v_ring[select(i, i >> 1u, p.half == 1u)], i);
 }
-fn k_store(i: u32, v: vec4<f32>) {
+// Pushes key k and value v into vec4 i of the rings (f32, or f16 halves as ring_vec4 reads).
+fn push_kv(i: u32, k: vec4<f32>, v: vec4<f32>) {
     if (p.half == 0u) {
-        k_ring[i] = bitcast<vec4<u32>>(v);
-    } else {
-        let o = 2u * (i & 1u);
-        k_ring[i >> 1u][o] = pack2x16float(v.xy);
-        k_ring[i >> 1u][o + 1u] = pack2x16float(v.zw);
-    }
-}
-fn v_store(i: u32, v: vec4<f32>) {
-    if (p.half == 0u) {
+        k_ring[i] = bitcast<vec4<u32>>(k);
         v_ring[i] = bitcast<vec4<u32>>(v);
-    } else {
-        let o = 2u * (i & 1u);
-        v_ring[i >> 1u][o] = pack2x16float(v.xy);
-        v_ring[i >> 1u][o + 1u] = pack2x16float(v.zw);
+        return;
     }
+    let o = 2u * (i & 1u);
+    let j = i >> 1u;
+    k_ring[j][o] = pack2x16float(k.xy);
+    k_ring[j][o + 1u] = pack2x16float(k.zw);
+    v_ring[j][o] = pack2x16float(v.xy);
+    v_ring[j][o + 1u] = pack2x16float(v.zw);
 }
 
 const NEG: f32 = -3.0e38;
@@ -189,8 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let col = h * hd4 + lid;
         qs[lid] = rotate(qkv[col], 2u * lid, pos_q);
         if (has_new) {
-            k_store(slot_q * dim4 + col, rotate(qkv[dim4 + col], 2u * lid, pos_q));
-            v_store(slot_q * dim4 + col, qkv[2u * dim4 + col]);
+            push_kv(slot_q * dim4 + col, rotate(qkv[dim4 + col], 2u * lid, pos_q), qkv[2u * dim4 + col]);
             if (h == 0u && lid == 0u) {
                 pos_ring[slot_q] = pos_q;
             }
