@@ -3,7 +3,9 @@
 //! the temporal transformer's `in_proj`, `out_proj`, `linear_in`, `linear_out` and
 //! `text_linear`, the depformer's `in_proj`, `out_proj`, `linear_in`, `linear_out`,
 //! `depformer_in` and `linears`, each with the input it has in the plans (plain,
-//! RMSNorm-fused, SiLU-gated), for each [`Q8Kernel`] of `shaders/q8_matvec.wgsl`: `blocks`
+//! RMSNorm-fused; the FFN's `linear_in` with the SiLU gate as its epilogue into a
+//! `GatedRow`, `gate`, and `linear_out` from that row, `row`; and both as the rule before
+//! them, `normed` into `[gate; up]` and `gated` from it), for each [`Q8Kernel`] of `shaders/q8_matvec.wgsl`: `blocks`
 //! (`INFERENCELAYER_Q8_LANES=blocks`), `auto` (the default), then every lane count. Per
 //! shape and rule it prints the dispatch (lanes per row group of 4 rows, workgroups), the
 //! GPU time of one dispatch in a pass of its
@@ -31,7 +33,7 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Dot, Q8Kernel, Readback, Tensor};
+    use inferencelayer::gpu::{FrameParams, GatedRow, GpuContext, NormInput, PlanBuilder, Q8Dot, Q8Kernel, Readback, Tensor};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::weights::q8::Q8Tensor;
     use inferencelayer::Result;
@@ -46,6 +48,10 @@ mod native {
         Plain,
         Normed,
         Gated,
+        /// normed input, the gate as the epilogue into a gated row
+        Gate,
+        /// from a gated row
+        Row,
     }
 
     fn median(mut v: Vec<f64>) -> f64 {
@@ -77,6 +83,8 @@ mod native {
         x: Tensor,
         alpha: wgpu::Buffer,
         y: wgpu::Buffer,
+        /// the gated row a `gate` shape writes (n / 2 wide) or a `row` shape reads (k wide)
+        row: GatedRow,
         bytes: f64,
     }
 
@@ -89,6 +97,14 @@ mod native {
             match s.input {
                 Input::Plain => pb.q8_linear("q8", w, nk, 1, (&b.x.buf, 0), y, false)?,
                 Input::Gated => pb.q8_linear_gated("q8", w, nk, 1, (&b.x.buf, 0), y, false)?,
+                Input::Gate => {
+                    let xt = Tensor { buf: b.x.buf.clone(), shape: vec![1, s.k] };
+                    pb.q8_linear_gate("q8", w, nk, NormInput::Raw(&xt, &b.alpha, 1e-8), &b.row)?
+                }
+                Input::Row => {
+                    let yt = Tensor { buf: b.y.clone(), shape: vec![1, s.n] };
+                    pb.q8_linear_from_gated("q8", w, nk, &b.row, &yt, None)?
+                }
                 // The fused norm whatever the size (the plans take it apart from
                 // Q8_NORM_APART weights on; `plain` is then the linear they dispatch).
                 Input::Normed => {
@@ -151,12 +167,16 @@ mod native {
             sh("out_proj", d, d, Input::Plain),
             sh("linear_in", 2 * h, d, Input::Normed),
             sh("linear_in", 2 * h, d, Input::Plain),
+            sh("linear_in", 2 * h, d, Input::Gate),
             sh("linear_out", d, h, Input::Gated),
+            sh("linear_out", d, h, Input::Row),
             sh("text_linear", c.text_card, d, Input::Plain),
             sh("dep in_proj", 3 * dd, dd, Input::Normed),
             sh("dep out_proj", dd, dd, Input::Plain),
             sh("dep linear_in", 2 * dh, dd, Input::Normed),
+            sh("dep linear_in", 2 * dh, dd, Input::Gate),
             sh("dep linear_out", dd, dh, Input::Gated),
+            sh("dep linear_out", dd, dh, Input::Row),
             sh("depformer_in", dd, d, Input::Plain),
             sh("dep linears", c.card, dd, Input::Plain),
         ];
@@ -187,17 +207,38 @@ mod native {
             let x = Tensor { buf: ctx.storage_f32("x", &rng.f32s(2 * s.k))?, shape: vec![1, 2 * s.k] };
             let alpha = ctx.storage_f32("alpha", &rng.f32s(s.k))?;
             let y = ctx.zeros("y", s.n)?;
-            let input_bytes = if s.input == Input::Gated { 8 * s.k } else { 4 * s.k };
-            let bytes = (qb + sb) as f64 + (input_bytes + 4 * s.n) as f64;
-            let b = Bufs { w, x, alpha, y, bytes };
+            // the gated row: for `row`, valid levels (any bytes) and scales of 1 / 64 as the
+            // i8 kernel packs them, or plain values for the f32 kernel
+            let row = PlanBuilder::new(&ctx, &frame)?.gated_row("row", if s.input == Input::Gate { s.n / 2 } else { s.k })?;
+            if s.input == Input::Row {
+                let words: Vec<u32> = if dot == Q8Dot::I8 {
+                    (0..s.k / 2).map(|_| rng.next()).chain((0..s.k / 16).map(|_| (1.0f32 / 64.0).to_bits())).collect()
+                } else {
+                    rng.f32s(s.k).iter().map(|v| v.to_bits()).collect()
+                };
+                ctx.queue.write_buffer(&row.buf, 0, bytemuck::cast_slice(&words));
+            }
+            // a packed row: 36 bytes per 16 values
+            let row_bytes = if dot == Q8Dot::I8 { 2.25 } else { 4.0 };
+            let (kf, nf) = (s.k as f64, s.n as f64);
+            let (input_bytes, output_bytes) = match s.input {
+                Input::Gated => (8.0 * kf, 4.0 * nf),
+                Input::Gate => (4.0 * kf, row_bytes * nf / 2.0),
+                Input::Row => (row_bytes * kf, 4.0 * nf),
+                Input::Plain | Input::Normed => (4.0 * kf, 4.0 * nf),
+            };
+            let bytes = (qb + sb) as f64 + input_bytes + output_bytes;
+            let b = Bufs { w, x, alpha, y, row, bytes };
             let mut reference: Option<Vec<f32>> = None;
             for (kname, kernel) in &kernels {
-                let dsp = kernel.dispatch_for(dot, s.n, s.k, 1);
+                // `row` adds into y: every rule from zero, with the same number of adds
+                ctx.queue.write_buffer(&b.y, 0, &vec![0u8; 4 * s.n]);
+                let dsp = if s.input == Input::Gate { kernel.dispatch_gate(dot, s.n, s.k) } else { kernel.dispatch_for(dot, s.n, s.k, 1) };
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, REPS + 2)?.finish();
                 let alone = median(plan.profile(&ctx).await?[1..].to_vec());
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, IN_PASS)?.finish();
                 let pass = in_pass(&ctx, &plan, IN_PASS).await?;
-                let got = ctx.read_f32(&b.y, s.n).await?;
+                let got = if s.input == Input::Gate { ctx.read_f32(&b.row.buf, s.n / 2).await? } else { ctx.read_f32(&b.y, s.n).await? };
                 let diff = match &reference {
                     None => {
                         reference = Some(got);
@@ -213,7 +254,7 @@ mod native {
                     "{:<16}{:>14} {:<7}{:<10}{:>6}{:>7}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",
                     s.name,
                     format!("[{}, {}]", s.n, s.k),
-                    ["plain", "normed", "gated"][s.input as usize],
+                    ["plain", "normed", "gated", "gate", "row"][s.input as usize],
                     kname,
                     dsp.lanes,
                     dsp.groups,

@@ -30,7 +30,10 @@
 //            p.input 3; every row of a residual add is final when its group writes it)
 //
 // W[i, j] = q * scale(block j / 32); v = sum_j W[i, j] in[r, j];
-// y = v (p.mode 0), y += v (p.mode 1, and p.mode 2 with t = 1, y_offset 0, y_stride n).
+// y = v (p.mode 0), y += v (p.mode 1, and p.mode 2 with t = 1, y_offset 0, y_stride n);
+// p.mode 3 (linear_in of a SiLU-gated FFN, n = 2 h, t = 1): y[j] = silu(v[j]) * v[h + j]
+// for j < h (moshi.modules.gating ActivationGating), the row group of logical rows
+// i0 .. i0 + 3 taking weight rows i0 / 2, i0 / 2 + 1, h + i0 / 2, h + i0 / 2 + 1.
 // k must be a multiple of 32 and n of 4.
 
 struct Params {
@@ -117,6 +120,16 @@ fn load_unit(row: u32, u: u32, ss: ptr<function, f32>) -> Unit {
     return Unit(a, b, c, d);
 }
 
+// The weight rows of row group rows i0 .. i0 + 3 (p.mode 3: two gate rows, two up rows).
+fn rows_of(i0: u32) -> vec4<u32> {
+    if (p.mode == 3u) {
+        let j = i0 / 2u;
+        let h = p.n / 2u;
+        return vec4<u32>(j, j + 1u, h + j, h + j + 1u);
+    }
+    return vec4<u32>(i0, i0 + 1u, i0 + 2u, i0 + 3u);
+}
+
 // Unit u of weight row i dotted with its 16 inputs, scaled.
 fn unit_dot(i: u32, u: u32, xs: Unit) -> f32 {
     let q = quants[i * (p.k / 16u) + u];
@@ -152,22 +165,23 @@ fn main(
                 ss += (s.x + s.y) + (s.z + s.w);
             }
         }
+        let ri = rows_of(i0);
         var u = lane;
         for (; u + lanes < nu; u += 2u * lanes) {
             let u1 = u + lanes;
             let xa = load_unit(xrow, u, &ss);
             let xb = load_unit(xrow, u1, &ss);
-            acc.x += unit_dot(i0, u, xa) + unit_dot(i0, u1, xb);
-            acc.y += unit_dot(i0 + 1u, u, xa) + unit_dot(i0 + 1u, u1, xb);
-            acc.z += unit_dot(i0 + 2u, u, xa) + unit_dot(i0 + 2u, u1, xb);
-            acc.w += unit_dot(i0 + 3u, u, xa) + unit_dot(i0 + 3u, u1, xb);
+            acc.x += unit_dot(ri.x, u, xa) + unit_dot(ri.x, u1, xb);
+            acc.y += unit_dot(ri.y, u, xa) + unit_dot(ri.y, u1, xb);
+            acc.z += unit_dot(ri.z, u, xa) + unit_dot(ri.z, u1, xb);
+            acc.w += unit_dot(ri.w, u, xa) + unit_dot(ri.w, u1, xb);
         }
         if (u < nu) {
             let xa = load_unit(xrow, u, &ss);
-            acc.x += unit_dot(i0, u, xa);
-            acc.y += unit_dot(i0 + 1u, u, xa);
-            acc.z += unit_dot(i0 + 2u, u, xa);
-            acc.w += unit_dot(i0 + 3u, u, xa);
+            acc.x += unit_dot(ri.x, u, xa);
+            acc.y += unit_dot(ri.y, u, xa);
+            acc.z += unit_dot(ri.z, u, xa);
+            acc.w += unit_dot(ri.w, u, xa);
         }
     }
     red[lid] = acc.x;
@@ -185,6 +199,19 @@ fn main(
             red[4u * WG + lid] += red[4u * WG + lid + s];
         }
         workgroupBarrier();
+    }
+    if (p.mode == 3u) {
+        // lanes 0 and 1 of the group: hidden values i0 / 2 and i0 / 2 + 1
+        if (lane < 2u && row0 < total) {
+            var f = 1.0;
+            if (p.input >= 2u) {
+                f = inverseSqrt(p.eps + red[4u * WG + g * lanes] / f32(p.k));
+            }
+            let a = red[lane * WG + g * lanes] * f;
+            let b = red[(lane + 2u) * WG + g * lanes] * f;
+            y[p.y_offset + row0 / 2u + lane] = a / (1.0 + exp(-a)) * b;
+        }
+        return;
     }
     var sq = 0.0;
     if (lane < RT && row0 < total) {

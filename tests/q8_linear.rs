@@ -12,7 +12,7 @@
 //! uniform inputs).
 #![cfg(not(target_arch = "wasm32"))]
 
-use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder, Q8Dot, Q8Kernel, Tensor, Q8_NORM_APART};
+use inferencelayer::gpu::{FrameParams, GpuContext, NormInput, PlanBuilder, Q8Dot, Q8Kernel, Tensor, Q8_NORM_APART};
 use inferencelayer::moshi::transformer::RMS_EPS;
 use inferencelayer::weights::q8::Q8Tensor;
 
@@ -197,3 +197,114 @@ fn residual_adds_prepare_the_next_rmsnorm() {
     });
 }
 
+
+/// The hidden row of a packed gated row (`GatedRow` with the i8 kernel: per unit of 16 the
+/// levels hi, lo as i8 and a scale), as values: s (hi + lo / 254).
+fn unpack_gated(words: &[u32], dim: usize) -> Vec<f64> {
+    let nu = dim / 16;
+    (0..dim)
+        .map(|j| {
+            let (u, c) = (j / 16, j % 16);
+            let byte = |w: u32| ((w >> (8 * (c % 4))) & 0xff) as u8 as i8 as f64;
+            let hi = byte(words[8 * u + c / 4]);
+            let lo = byte(words[8 * u + 4 + c / 4]);
+            f32::from_bits(words[8 * nu + u]) as f64 * (hi + lo / 254.0)
+        })
+        .collect()
+}
+
+/// A SiLU-gated FFN as the plans run it: `linear_in` `[2 h, k]` of an RMSNorm with the
+/// gate as its epilogue into a `GatedRow` (`q8_linear_gate`: each row group two gate rows
+/// and the two up rows beside them; with the i8 kernel each workgroup quantizing its
+/// hidden values, at most 32 lanes), then `linear_out` `[n, h]` from that row into the
+/// residual (`q8_linear_from_gated`). The norm raw (fused, and for the f32 kernel apart
+/// from `Q8_NORM_APART` weights on) and prepared by a residual add; `linear_out` plain and
+/// preparing the next norm. Against the f64 oracle: the hidden row (the i8 kernel's packed
+/// levels decoded), the residual, the next norm's row and sum of squares. Shapes: hidden
+/// rows in several workgroups with a last one half full (h = 96 with the lanes of 32: 16
+/// values a workgroup; with 8 lanes 64), fixed lanes past the gate's cap of 32 (64, 256),
+/// and 2 h k at `Q8_NORM_APART`.
+#[test]
+fn gated_ffn_rows_match_the_oracle() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x9a7e_0f_0a8);
+        let kernels = [Q8Kernel::Auto, Q8Kernel::Blocks, Q8Kernel::Fixed { lanes: 8 }, Q8Kernel::Fixed { lanes: 64 }, Q8Kernel::Fixed { lanes: 256 }];
+        let mut cases: Vec<(usize, usize, usize, Q8Kernel, bool)> = Vec::new();
+        for q in kernels {
+            cases.push((96, 320, 64, q, false));
+            cases.push((352, 512, 128, q, true));
+        }
+        cases.push((Q8_NORM_APART / 4096 / 2, 4096, 64, Q8Kernel::Auto, false));
+        for dot in [Q8Dot::F32, Q8Dot::I8] {
+            for &(h, k, n, kernel, prepared) in &cases {
+                let tol = 2.0 * tolerance(dot);
+                let w1 = Q8Tensor::from_f32("w1", 2 * h, k, &rng.vec(2 * h * k)).unwrap();
+                let w2 = Q8Tensor::from_f32("w2", n, h, &rng.vec(n * h)).unwrap();
+                let (w1d, w2d) = (dequant(&w1), dequant(&w2));
+                let up = |q: &Q8Tensor| (ctx.storage_bytes("quants", q.quants_bytes()).unwrap(), ctx.storage_bytes("scales", q.scales_bytes()).unwrap());
+                let ((q1, s1), (q2, s2)) = (up(&w1), up(&w2));
+                let x: Vec<f32> = rng.vec(k).iter().map(|v| 3.0 * v).collect();
+                let alpha = rng.vec(k);
+                let alpha2 = rng.vec(n);
+                let y0 = rng.vec(n);
+                let eps = 1e-6f32;
+                let xt = Tensor { buf: ctx.storage_f32("x", &x).unwrap(), shape: vec![1, k] };
+                // the prepared row a residual add would leave: x * alpha, then the sums of
+                // squares of each group of 4
+                let mut prep: Vec<f32> = x.iter().zip(&alpha).map(|(a, b)| a * b).collect();
+                prep.extend(x.chunks(4).map(|c| c.iter().map(|v| v * v).sum::<f32>()));
+                let ab = ctx.storage_f32("alpha", &alpha).unwrap();
+                let ab2 = ctx.storage_f32("alpha2", &alpha2).unwrap();
+                let y = Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![1, n] };
+                let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+                let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+                b.set_q8_kernel(kernel);
+                b.set_q8_dot(dot);
+                let hrow = b.gated_row("h", h).unwrap();
+                let row = b.normed_row("row", k).unwrap();
+                ctx.queue.write_buffer(&row.buf, 0, bytemuck::cast_slice(&prep));
+                let next = b.normed_row("next", n).unwrap();
+                let norm = if prepared { NormInput::Prepared(&row, eps) } else { NormInput::Raw(&xt, &ab, eps) };
+                b.q8_linear_gate("linear_in", (&q1, &s1), (2 * h, k), norm, &hrow).unwrap();
+                b.q8_linear_from_gated("linear_out", (&q2, &s2), (n, h), &hrow, &y, prepared.then_some((&ab2, &next))).unwrap();
+                let (plan, _, _) = b.finish();
+                let mut enc = ctx.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    plan.record(&mut pass);
+                }
+                ctx.queue.submit([enc.finish()]);
+                let what = format!("{dot:?} {kernel:?} h {h} k {k}, prepared {prepared}");
+                let xd: Vec<f64> = x.iter().map(|v| *v as f64).collect();
+                let ms: f64 = xd.iter().map(|v| v * v).sum::<f64>() / k as f64;
+                let inv = 1.0 / (eps as f64 + ms).sqrt();
+                let normed: Vec<f64> = (0..k).map(|j| xd[j] * alpha[j] as f64 * inv).collect();
+                let g = matvec(&w1d, 2 * h, k, &normed);
+                let silu = |v: f64| v / (1.0 + (-v).exp());
+                let hidden: Vec<f64> = (0..h).map(|j| silu(g[j]) * g[h + j]).collect();
+                let got_h: Vec<f32> = if dot == Q8Dot::I8 {
+                    let words: Vec<u32> = ctx.read_f32(&hrow.buf, 9 * h / 16).await.unwrap().iter().map(|v| v.to_bits()).collect();
+                    unpack_gated(&words, h).iter().map(|v| *v as f32).collect()
+                } else {
+                    ctx.read_f32(&hrow.buf, h).await.unwrap()
+                };
+                let e = rel_err(&got_h, &hidden);
+                assert!(e < tol, "{what}: hidden row relative error {e:e}");
+                let yn: Vec<f64> = matvec(&w2d, n, h, &hidden).iter().zip(&y0).map(|(v, y)| v + *y as f64).collect();
+                let got_y = ctx.read_f32(&y.buf, n).await.unwrap();
+                let e = rel_err(&got_y, &yn);
+                assert!(e < tol, "{what}: residual relative error {e:e}");
+                if prepared {
+                    let got = ctx.read_f32(&next.buf, n + n / 4).await.unwrap();
+                    let scaled: Vec<f64> = yn.iter().zip(&alpha2).map(|(v, a)| v * *a as f64).collect();
+                    let e = rel_err(&got[..n], &scaled);
+                    assert!(e < tol, "{what}: next norm's row relative error {e:e}");
+                    let ss: f64 = yn.iter().map(|v| v * v).sum();
+                    let got_ss: f64 = got[n..].iter().map(|v| *v as f64).sum();
+                    assert!(((got_ss - ss) / ss).abs() < tol, "{what}: sum of squares {got_ss} against {ss}");
+                }
+            }
+        }
+    });
+}

@@ -288,7 +288,8 @@ pub(crate) struct Q8MatvecParams {
     pub y_offset: u32,
     pub y_stride: u32,
     /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x, 3: a row already times its
-    /// RMSNorm gain followed by `parts` partial sums of its squares
+    /// RMSNorm gain followed by `parts` partial sums of its squares, 4: a row the i8
+    /// kernel's mode 3 wrote quantized (that kernel only)
     pub input: u32,
     pub lanes: u32,
     pub eps: f32,

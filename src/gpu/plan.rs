@@ -403,7 +403,56 @@ enum Q8Input {
     Normed(f32),
     /// A [`NormedRow`]: eps, partial sums
     Prenormed(f32, usize),
+    /// A [`GatedRow`] the i8 kernel wrote already quantized (`p.input 4`)
+    Packed,
 }
+
+/// What a Q8_0 linear does with its outputs (`p.mode` of the kernels).
+#[derive(Clone, Copy)]
+enum Q8Out<'b> {
+    Write,
+    Add,
+    /// Add, and prepare the next RMSNorm into this row ([`NormedRow`])
+    AddNormed(&'b wgpu::Buffer),
+    /// A SiLU-gated FFN's `linear_in`: the gate as its epilogue, into a [`GatedRow`]
+    Gate,
+}
+
+/// A SiLU-gated FFN's hidden row `silu(gate) * up` `[1, dim]` as
+/// [`PlanBuilder::q8_linear_gate`] writes it, for [`PlanBuilder::q8_linear_from_gated`]
+/// (moshi.modules.gating ActivationGating, between `linear_in` and `linear_out`). With the
+/// i8 kernel ([`Q8Dot::I8`]) it is held already quantized as `linear_out` dots it (per
+/// 16 values two 8-bit levels and a scale: `9 dim / 16` u32, the layout of `p.input 4` in
+/// `shaders/q8_matvec_dot4.wgsl`), so that `linear_out`'s workgroups stage and quantize
+/// nothing; with the f32 kernel, as `dim` f32.
+#[derive(Clone, Debug)]
+pub struct GatedRow {
+    pub buf: wgpu::Buffer,
+    pub dim: usize,
+    packed: bool,
+}
+
+/// The input of a normed Q8_0 linear: the raw row `x` `[1, k]` with the norm's gain and eps
+/// ([`PlanBuilder::q8_linear_normed`]), or a row a residual add prepared
+/// ([`PlanBuilder::q8_linear_prenormed`]).
+#[derive(Clone, Copy)]
+pub enum NormInput<'b> {
+    Raw(&'b Tensor, &'b wgpu::Buffer, f32),
+    Prepared(&'b NormedRow, f32),
+}
+
+/// Whether plans take a SiLU-gated FFN's gate as `linear_out` reads the `[gate; up]` row
+/// of `linear_in` (the rule before [`GatedRow`]): only where the environment sets
+/// `INFERENCELAYER_GATE=linear_out`, for measurements. By default `linear_in` takes the
+/// gate in its epilogue ([`PlanBuilder::q8_linear_gate`]). Read once per plan build; on
+/// the web always off.
+pub fn gate_in_linear_out() -> bool {
+    matches!(std::env::var("INFERENCELAYER_GATE").as_deref(), Ok("linear_out"))
+}
+
+/// Most lanes per row group of the i8 kernel's `linear_in` with the gate as its epilogue:
+/// a workgroup must end with whole units of 16 hidden values (two a row group) to quantize.
+const Q8_GATE_MAX_LANES: usize = 32;
 
 /// One row `[dim]` made ready for an RMSNorm by the residual add that wrote it
 /// ([`PlanBuilder::q8_linear_residual`]): `buf` holds `dim` f32 (the row times the norm's
@@ -601,6 +650,19 @@ impl Q8Kernel {
             Self::Auto | Self::Fixed { .. } => doubled(k / 16),
         };
         Q8Dispatch { lanes, groups: groups_of(lanes) }
+    }
+
+    /// The dispatch of a SiLU-gated FFN's `linear_in` `[n, k]` with the gate as its
+    /// epilogue ([`PlanBuilder::q8_linear_gate`]): [`Self::dispatch_for`]'s, but for the i8
+    /// kernel at most 32 lanes, so that each workgroup ends with whole units of 16 hidden
+    /// values to quantize.
+    pub fn dispatch_gate(self, dot: Q8Dot, n: usize, k: usize) -> Q8Dispatch {
+        let d = self.dispatch_for(dot, n, k, 1);
+        if dot == Q8Dot::I8 && d.lanes > Q8_GATE_MAX_LANES {
+            let lanes = Q8_GATE_MAX_LANES;
+            return Q8Dispatch { lanes, groups: n.div_ceil((WG_Q8 / lanes) * Q8_ROWS_PER_GROUP) };
+        }
+        d
     }
 }
 
@@ -1470,7 +1532,7 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, accumulate, None)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Plain, &dummy), y, Q8Out::add_if(accumulate))
     }
 
     /// A residual add from a Q8_0 linear that also prepares the next RMSNorm:
@@ -1493,7 +1555,7 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a residual add of {n} rows takes y [1, {n}], got {:?} and a norm row of {}", y.shape, next.dim)));
         }
         let input = if gated { Q8Input::Gated } else { Q8Input::Plain };
-        self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), true, Some(&next.buf))
+        self.q8_matvec(label, w, (n, k), 1, (x, 0), (input, alpha), (&y.buf, 0, n), Q8Out::AddNormed(&next.buf))
     }
 
     /// A row buffer for [`Self::q8_linear_residual`] to prepare an RMSNorm of width `dim`
@@ -1520,7 +1582,7 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
         }
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, accumulate, None)
+        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, Q8Out::add_if(accumulate))
     }
 
     /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
@@ -1538,7 +1600,7 @@ impl<'a> PlanBuilder<'a> {
         accumulate: bool,
     ) -> Result<()> {
         let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, accumulate, None)
+        self.q8_matvec(label, w, (n, k), t, x, (Q8Input::Gated, &dummy), y, Q8Out::add_if(accumulate))
     }
 
     /// [`Self::q8_linear`] of the RMSNorm of one row `x` `[1, k]` (gain `alpha` `[k]`,
@@ -1584,7 +1646,83 @@ impl<'a> PlanBuilder<'a> {
         if x.len() != k {
             return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
         }
-        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, accumulate, None)
+        self.q8_matvec(label, w, (n, k), 1, (&x.buf, 0), (Q8Input::Normed(eps), alpha), y, Q8Out::add_if(accumulate))
+    }
+
+    /// A row for [`Self::q8_linear_gate`] to write a SiLU-gated FFN's hidden state of width
+    /// `dim` (a multiple of 32) into, in the layout of the Q8_0 kernel the linears added
+    /// from now on take ([`GatedRow`]).
+    pub fn gated_row(&self, label: &str, dim: usize) -> Result<GatedRow> {
+        if dim % 32 != 0 {
+            return Err(Error::config(label, format!("a gated row feeds a Q8_0 linear, whose inputs are a multiple of 32, got {dim}")));
+        }
+        let packed = self.q8_dot == Q8Dot::I8;
+        let words = if packed { 9 * dim / 16 } else { dim };
+        Ok(GatedRow { buf: self.ctx.zeros(label, words)?, dim, packed })
+    }
+
+    /// A SiLU-gated FFN's `linear_in` (`W` `[2 h, k]`: the gate's rows, then the up
+    /// projection's) with the gate as its epilogue: `out = silu(W[:h] in) * (W[h:] in)`,
+    /// `in` the RMSNorm of one row as `norm` gives it (moshi.modules.gating
+    /// ActivationGating, after the transformer layer's norm2). Each row group of the kernel
+    /// takes two gate rows and the two up rows beside them; with the i8 kernel each
+    /// workgroup quantizes its hidden values for `linear_out` ([`GatedRow`]). `out` must be
+    /// `h` wide and made for the kernel now in use.
+    pub fn q8_linear_gate(&mut self, label: &str, w: (&wgpu::Buffer, &wgpu::Buffer), (n, k): (usize, usize), norm: NormInput<'_>, out: &GatedRow) -> Result<()> {
+        if n != 2 * out.dim || out.packed != (self.q8_dot == Q8Dot::I8) {
+            return Err(Error::config(label, format!("a gated linear_in of {n} rows writes a gated row of {} made for its kernel, got one of {}", n / 2, out.dim)));
+        }
+        let dummy = self.dummy.clone();
+        let (x, input, alpha) = match norm {
+            NormInput::Raw(x, alpha, eps) => {
+                if x.len() != k {
+                    return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+                }
+                if n * k >= Q8_NORM_APART && self.q8_dot == Q8Dot::F32 {
+                    let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
+                    let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
+                    self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
+                    (normed.buf, Q8Input::Plain, dummy)
+                } else {
+                    (x.buf.clone(), Q8Input::Normed(eps), alpha.clone())
+                }
+            }
+            NormInput::Prepared(row, eps) => {
+                if row.dim != k {
+                    return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
+                }
+                (row.buf.clone(), Q8Input::Prenormed(eps, k / 4), dummy)
+            }
+        };
+        self.q8_matvec(label, w, (n, k), 1, (&x, 0), (input, &alpha), (&out.buf, 0, out.dim), Q8Out::Gate)
+    }
+
+    /// A SiLU-gated FFN's `linear_out` (`W` `[n, k]`) from the hidden row
+    /// [`Self::q8_linear_gate`] wrote, added to the residual row `y` `[1, n]`; with `next`
+    /// (the next RMSNorm's gain `[n]` and a row of width `n`) also preparing that norm as
+    /// [`Self::q8_linear_residual`] does.
+    pub fn q8_linear_from_gated(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        (n, k): (usize, usize),
+        row: &GatedRow,
+        y: &Tensor,
+        next: Option<(&wgpu::Buffer, &NormedRow)>,
+    ) -> Result<()> {
+        if row.dim != k || y.len() != n || next.is_some_and(|(_, r)| r.dim != n) {
+            return Err(Error::config(label, format!("a linear_out [{n}, {k}] takes a gated row of {k} into y [1, {n}], got {} and {:?}", row.dim, y.shape)));
+        }
+        if row.packed && self.q8_dot != Q8Dot::I8 {
+            return Err(Error::config(label, "a gated row quantized for the i8 kernel cannot feed the f32 kernel"));
+        }
+        let input = if row.packed { Q8Input::Packed } else { Q8Input::Plain };
+        let dummy = self.dummy.clone();
+        let (alpha, out) = match next {
+            Some((alpha, r)) => (alpha, Q8Out::AddNormed(&r.buf)),
+            None => (&dummy, Q8Out::Add),
+        };
+        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (input, alpha), (&y.buf, 0, n), out)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1597,8 +1735,7 @@ impl<'a> PlanBuilder<'a> {
         (x, x_offset): (&wgpu::Buffer, usize),
         (input, alpha): (Q8Input, &wgpu::Buffer),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
-        accumulate: bool,
-        norm_out: Option<&wgpu::Buffer>,
+        out: Q8Out<'_>,
     ) -> Result<()> {
         if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
             return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
@@ -1606,14 +1743,25 @@ impl<'a> PlanBuilder<'a> {
         if x_offset % 4 != 0 {
             return Err(Error::config(label, format!("a Q8_0 linear reads its input from a multiple of 4, got {x_offset}")));
         }
-        let d = self.q8.dispatch_for(self.q8_dot, n, k, t);
+        let gate = matches!(out, Q8Out::Gate);
+        let packed = matches!(input, Q8Input::Packed);
+        if (gate || packed) && (t != 1 || x_offset != 0 || y_offset != 0) {
+            return Err(Error::config(label, "a gated row is one row, read and written from its start"));
+        }
+        let d = if gate { self.q8.dispatch_gate(self.q8_dot, n, k) } else { self.q8.dispatch_for(self.q8_dot, n, k, t) };
         let (mode, eps, parts) = match input {
             Q8Input::Plain => (0, 0.0, 0),
             Q8Input::Gated => (1, 0.0, 0),
             Q8Input::Normed(eps) => (2, eps, 0),
             Q8Input::Prenormed(eps, parts) => (3, eps, parts as u32),
+            Q8Input::Packed => (4, 0.0, 0),
         };
-        let out_mode = if norm_out.is_some() { 2 } else { accumulate as u32 };
+        let (out_mode, norm_out) = match out {
+            Q8Out::Write => (0, None),
+            Q8Out::Add => (1, None),
+            Q8Out::AddNormed(buf) => (2, Some(buf)),
+            Q8Out::Gate => (3, None),
+        };
         let p = Q8MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -1788,6 +1936,16 @@ mod tests {
     fn conv_reduce_lanes_by_terms_and_outputs() {
         for ((outputs, n), lanes) in [((2048, 512 * 16), 256), ((8192, 256), 16), ((1920, 64 * 7), 64), ((1920, 896), 64), ((4095, 300), 16), ((8, 300), 256), ((6, 2048), 256), ((16384, 4), 16)] {
             assert_eq!(conv_reduce_lanes(outputs, n), lanes, "{outputs} outputs of {n} terms");
+        }
+    }
+}
+
+impl Q8Out<'_> {
+    fn add_if(accumulate: bool) -> Self {
+        if accumulate {
+            Self::Add
+        } else {
+            Self::Write
         }
     }
 }

@@ -6,7 +6,7 @@
 //! depformer (one weight set per step, no positional embedding, `dep_q` slots).
 
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, NormedRow, PlanBuilder, Tensor, TransformerSpec};
+use crate::gpu::{gate_in_linear_out, GatedRow, GpuContext, NormInput, NormedRow, PlanBuilder, Tensor, TransformerSpec};
 use crate::weights::q8::{Q8Tensor, BLOCK};
 use crate::weights::TensorStore;
 
@@ -327,7 +327,14 @@ impl GpuTransformer {
         let d = self.dim;
         let spec = self.spec();
         let qkv = b.tensor(&format!("{}.qkv", self.name), &[1, 3 * d])?;
-        let g = b.tensor(&format!("{}.g", self.name), &[1, 2 * self.hidden])?;
+        // The FFN's hidden row: gated by linear_in's epilogue (and with the i8 kernel
+        // quantized there for linear_out), or, by the rule before, [gate; up] for
+        // linear_out to gate as it reads it (`INFERENCELAYER_GATE=linear_out`).
+        let ffn = if gate_in_linear_out() {
+            Ffn::Pair(b.tensor(&format!("{}.g", self.name), &[1, 2 * self.hidden])?)
+        } else {
+            Ffn::Gated(b.gated_row(&format!("{}.h", self.name), self.hidden)?)
+        };
         let rows = if fuse {
             Some([b.normed_row(&format!("{}.norm1_row", self.name), d)?, b.normed_row(&format!("{}.norm2_row", self.name), d)?])
         } else {
@@ -338,12 +345,22 @@ impl GpuTransformer {
             let w = &layer[step];
             let (n1, n2) = (&w.norm1, &w.norm2);
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
+            let (gi_w, go_w) = ((&gi.quants, &gi.scales), (&go.quants, &go.scales));
+            let (hidden2, hidden) = ((2 * self.hidden, d), (d, self.hidden));
             let Some([row1, row2]) = &rows else {
                 b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
                 let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
                 b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-                b.q8_linear_normed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
-                b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
+                match &ffn {
+                    Ffn::Gated(h) => {
+                        b.q8_linear_gate(&format!("{p}.linear_in"), gi_w, hidden2, NormInput::Raw(x, n2, RMS_EPS), h)?;
+                        b.q8_linear_from_gated(&format!("{p}.linear_out"), go_w, hidden, h, x, None)?;
+                    }
+                    Ffn::Pair(g) => {
+                        b.q8_linear_normed(&format!("{p}.linear_in"), gi_w, hidden2, (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
+                        b.q8_linear_gated(&format!("{p}.linear_out"), go_w, hidden, 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
+                    }
+                }
                 continue;
             };
             if li == 0 {
@@ -353,18 +370,34 @@ impl GpuTransformer {
             }
             let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
             b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
-            b.q8_linear_prenormed(&format!("{p}.linear_in"), (&gi.quants, &gi.scales), (2 * self.hidden, d), (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
             let next = match self.layers.get(li + 1) {
                 Some(l) => Some((&l[step].norm1, row1)),
                 None => out_norm,
             };
+            let g = match &ffn {
+                Ffn::Gated(h) => {
+                    b.q8_linear_gate(&format!("{p}.linear_in"), gi_w, hidden2, NormInput::Prepared(row2, RMS_EPS), h)?;
+                    b.q8_linear_from_gated(&format!("{p}.linear_out"), go_w, hidden, h, x, next)?;
+                    continue;
+                }
+                Ffn::Pair(g) => g,
+            };
+            b.q8_linear_prenormed(&format!("{p}.linear_in"), gi_w, hidden2, (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
             match next {
-                Some(next) => b.q8_linear_residual(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), true, &g.buf, x, next)?,
-                None => b.q8_linear_gated(&format!("{p}.linear_out"), (&go.quants, &go.scales), (d, self.hidden), 1, (&g.buf, 0), (&x.buf, 0, d), true)?,
+                Some(next) => b.q8_linear_residual(&format!("{p}.linear_out"), go_w, hidden, true, &g.buf, x, next)?,
+                None => b.q8_linear_gated(&format!("{p}.linear_out"), go_w, hidden, 1, (&g.buf, 0), (&x.buf, 0, d), true)?,
             }
         }
         Ok(())
     }
+}
+
+/// The FFN's hidden row between `linear_in` and `linear_out` in a plan.
+enum Ffn {
+    /// gated in `linear_in`'s epilogue (the default)
+    Gated(GatedRow),
+    /// `[gate; up]`, gated as `linear_out` reads it (`INFERENCELAYER_GATE=linear_out`)
+    Pair(Tensor),
 }
 
 /// `x * (alpha * rsqrt(eps + mean(x^2)))` over one row.
