@@ -238,7 +238,12 @@ mod native {
                 let alone = median(plan.profile(&ctx).await?[1..].to_vec());
                 let (plan, _, _) = build(&ctx, &frame, s, &b, *kernel, IN_PASS)?.finish();
                 let pass = in_pass(&ctx, &plan, IN_PASS).await?;
-                let got = if s.input == Input::Gate { ctx.read_f32(&b.row.buf, s.n / 2).await? } else { ctx.read_f32(&b.y, s.n).await? };
+                // a gated row as its words (packed levels for the i8 kernel: 9 per 16 values)
+                let got = match s.input {
+                    Input::Gate if dot == Q8Dot::I8 => ctx.read_f32(&b.row.buf, 9 * s.n / 32).await?.iter().map(|v| f32::from_bits(v.to_bits() & 0x3f7f_ffff)).collect(),
+                    Input::Gate => ctx.read_f32(&b.row.buf, s.n / 2).await?,
+                    _ => ctx.read_f32(&b.y, s.n).await?,
+                };
                 let diff = match &reference {
                     None => {
                         reference = Some(got);

@@ -308,3 +308,48 @@ fn gated_ffn_rows_match_the_oracle() {
         }
     });
 }
+
+/// Weights prefetched into the L2 beside the dispatch before their linear
+/// (`PlanBuilder::prefetch`, `prefetch.wgsl`; on GPU adapters the plans' default up to
+/// `PREFETCH_MAX`, off on CPU adapters, so here forced on): a chain of linears, each
+/// reading the last one's output, gives the same bits with and without, and the prefetch
+/// kernel reads buffers whose lengths are not a multiple of its loads a thread.
+#[test]
+fn prefetched_weights_change_no_output() {
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x0f_e7c4);
+        let shapes = [(96usize, 64usize), (160, 96), (64, 160)];
+        let ws: Vec<(wgpu::Buffer, wgpu::Buffer)> = shapes
+            .iter()
+            .map(|&(n, k)| {
+                let q = Q8Tensor::from_f32("w", n, k, &rng.vec(n * k)).unwrap();
+                (ctx.storage_bytes("quants", q.quants_bytes()).unwrap(), ctx.storage_bytes("scales", q.scales_bytes()).unwrap())
+            })
+            .collect();
+        let x = ctx.storage_f32("x", &rng.vec(64)).unwrap();
+        let mut outs = Vec::new();
+        for prefetch in [0, u64::MAX] {
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_prefetch(prefetch);
+            let ys: Vec<wgpu::Buffer> = shapes.iter().map(|&(n, _)| ctx.storage_f32("y", &vec![f32::NAN; n]).unwrap()).collect();
+            for (i, (&(n, k), w)) in shapes.iter().zip(&ws).enumerate() {
+                let input = if i == 0 { &x } else { &ys[i - 1] };
+                b.q8_linear(&format!("l{i}"), (&w.0, &w.1), (n, k), 1, (input, 0), (&ys[i], 0, n), false).unwrap();
+            }
+            let (plan, _, _) = b.finish();
+            assert_eq!(plan.dispatches(), if prefetch == 0 { 3 } else { 6 }, "one prefetch a linear");
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan.record(&mut pass);
+            }
+            ctx.queue.submit([enc.finish()]);
+            let got = ctx.read_f32(&ys[2], 64).await.unwrap();
+            assert!(got.iter().all(|v| v.is_finite()));
+            outs.push(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+        assert_eq!(outs[0], outs[1], "prefetching changed the chain's output");
+    });
+}

@@ -74,12 +74,13 @@ kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
 kernel!(SAMPLE, "sample", [R, RW, U, U, R, RW]);
 kernel!(SAMPLE_RADIX8, "sample_radix8", [R, RW, U, U, R, RW]);
 kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
+kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN,
+    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -299,6 +300,16 @@ pub(crate) struct Q8MatvecParams {
 
 /// Output rows per row group of `q8_matvec` (`RT` in the shader).
 pub(crate) const Q8_ROWS_PER_GROUP: usize = 4;
+
+/// `Params` of `prefetch.wgsl`: the two buffers' lengths in vec4s and the grid's threads.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+pub(crate) struct PrefetchParams {
+    pub a: u32,
+    pub b: u32,
+    pub threads: u32,
+    pub _pad: u32,
+}
 
 
 #[repr(C)]

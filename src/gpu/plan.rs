@@ -808,6 +808,28 @@ pub struct PlanBuilder<'a> {
     q8_dot: Q8Dot,
     attention: AttentionKernel,
     conv: ConvKernel,
+    /// Most bytes of weights a linear (Q8_0 or f32) has prefetched into the L2 beside the
+    /// dispatch before it ([`Self::prefetch`]); 0: none
+    prefetch_max: u64,
+}
+
+/// Most bytes of weights [`PlanBuilder`] prefetches ahead of a linear on a GPU adapter
+/// ([`prefetch_from_env`]): the depformer's Q8_0 linears (1.1 to 6.1 MB), `linears.k` and
+/// Mimi's transformer linears (1 to 4 MB in f32), which run one after another on too
+/// little work to hide their weights' first loads, well inside an H200's L2 (50 MB) beside
+/// what the dispatch before them reads.
+pub const PREFETCH_MAX: u64 = 8 << 20;
+
+/// The most bytes of weights plans prefetch ahead of a linear: `INFERENCELAYER_PREFETCH`
+/// in MiB (`off` or 0 for none, for measurements), else [`PREFETCH_MAX`] on GPU adapters and
+/// none on CPU adapters, whose caches a prefetch only fills twice. Always the default on
+/// the web. A bad value is an [`Error::Input`].
+pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
+    match std::env::var("INFERENCELAYER_PREFETCH").as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(if cpu { 0 } else { PREFETCH_MAX }),
+        Ok("off") => Ok(0),
+        Ok(v) => v.parse::<u64>().map(|mib| mib << 20).map_err(|_| Error::Input(format!("INFERENCELAYER_PREFETCH must be off or a size in MiB, got {v:?}"))),
+    }
 }
 
 fn grid_for(groups: usize) -> [u32; 2] {
@@ -850,7 +872,35 @@ impl<'a> PlanBuilder<'a> {
             },
             attention: AttentionKernel::from_env()?,
             conv: ConvKernel::Auto,
+            prefetch_max: prefetch_from_env(ctx.info.cpu)?,
         })
+    }
+
+    /// Prefetch the weights of Q8_0 linears added from now on of at most `bytes` (0: none).
+    pub fn set_prefetch(&mut self, bytes: u64) {
+        self.prefetch_max = bytes;
+    }
+
+    /// A dispatch that reads `a` and `b` through into the GPU's L2 cache (`prefetch.wgsl`),
+    /// placed after the last step added: it writes only a buffer of its own, so nothing
+    /// orders it after that step and the two run side by side; the next step that reads `a`
+    /// or `b` (after the barrier its own inputs need) then finds them in the L2 instead of
+    /// waiting on memory for its first loads. Worth it beside a latency-bound step, for
+    /// buffers the L2 holds.
+    pub fn prefetch(&mut self, label: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
+        let (na, nb) = ((a.size() / 16) as usize, (b.size() / 16) as usize);
+        // eight vec4 loads a thread
+        let groups = na.max(nb).div_ceil(256 * 8).max(1);
+        let threads = 256 * groups;
+        if groups > 65535 {
+            return Err(Error::config(label, format!("a prefetch of {} bytes is more than one dispatch reads", a.size())));
+        }
+        let p = PrefetchParams { a: na as u32, b: nb as u32, threads: threads as u32, _pad: 0 };
+        let pb = self.params(label, &p);
+        // a sink of its own: a write to a shared one would order every prefetch after the last
+        let sink = self.ctx.zeros(&format!("{label} sink"), 1)?;
+        self.step(&PREFETCH, format!("{label} prefetch"), &[a, b, &sink, &pb], [groups as u32, 1]);
+        Ok(())
     }
 
     /// Dispatch the Q8_0 linears added from now on with `kernel`.
@@ -1244,6 +1294,10 @@ impl<'a> PlanBuilder<'a> {
             }
             None => (self.dummy.clone(), self.dummy.clone()),
         };
+        if w.size() <= self.prefetch_max {
+            let dummy = self.dummy.clone();
+            self.prefetch(label, w, &dummy)?;
+        }
         let pb = self.params(label, &p);
         self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(MATVEC_ROWS)));
         Ok(())
@@ -1789,6 +1843,9 @@ impl<'a> PlanBuilder<'a> {
             Q8Dot::I8 => &Q8_MATVEC_DOT4,
             Q8Dot::F32 => &Q8_MATVEC,
         };
+        if quants.size() + scales.size() <= self.prefetch_max {
+            self.prefetch(label, quants, scales)?;
+        }
         self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
