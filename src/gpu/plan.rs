@@ -808,19 +808,22 @@ pub struct PlanBuilder<'a> {
     q8_dot: Q8Dot,
     attention: AttentionKernel,
     conv: ConvKernel,
-    /// Most bytes of weights a linear (Q8_0 or f32) has prefetched into the L2 beside the
-    /// dispatch before it ([`Self::prefetch`]); 0: none
+    /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
+    /// before it ([`Self::prefetch`]); 0: none
     prefetch_max: u64,
 }
 
-/// Most bytes of weights [`PlanBuilder`] prefetches ahead of a linear on a GPU adapter
-/// ([`prefetch_from_env`]): the depformer's Q8_0 linears (1.1 to 6.1 MB), `linears.k` and
-/// Mimi's transformer linears (1 to 4 MB in f32), which run one after another on too
-/// little work to hide their weights' first loads, well inside an H200's L2 (50 MB) beside
-/// what the dispatch before them reads.
+/// Most bytes of weights [`PlanBuilder`] prefetches ahead of a Q8_0 linear on a GPU adapter
+/// ([`prefetch_from_env`]): the depformer's linears (1.1 to 6.1 MB) and `linears.k`, which
+/// run one after another on too little work to hide their weights' first loads. Measured on
+/// an H200 (README, "Benchmark"; two runs of each, alternating): the depformer 1.62 ms in
+/// one pass against 1.67 without, the LM step 5.21 against 5.29; 24 MiB, which adds the
+/// temporal `out_proj` (17.8 MB) beside the attention's combine step, made the temporal
+/// plan slower (3.50 ms against 3.45). Mimi's f32 linears, prefetched the same way, moved
+/// within the runs' noise and are not.
 pub const PREFETCH_MAX: u64 = 8 << 20;
 
-/// The most bytes of weights plans prefetch ahead of a linear: `INFERENCELAYER_PREFETCH`
+/// The most bytes of weights plans prefetch ahead of a Q8_0 linear: `INFERENCELAYER_PREFETCH`
 /// in MiB (`off` or 0 for none, for measurements), else [`PREFETCH_MAX`] on GPU adapters and
 /// none on CPU adapters, whose caches a prefetch only fills twice. Always the default on
 /// the web. A bad value is an [`Error::Input`].
@@ -1294,10 +1297,6 @@ impl<'a> PlanBuilder<'a> {
             }
             None => (self.dummy.clone(), self.dummy.clone()),
         };
-        if w.size() <= self.prefetch_max {
-            let dummy = self.dummy.clone();
-            self.prefetch(label, w, &dummy)?;
-        }
         let pb = self.params(label, &p);
         self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(MATVEC_ROWS)));
         Ok(())
