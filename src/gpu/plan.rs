@@ -1637,11 +1637,8 @@ impl<'a> PlanBuilder<'a> {
         y: (&wgpu::Buffer, usize, usize),
         accumulate: bool,
     ) -> Result<()> {
-        if row.dim != k {
-            return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
-        }
-        let dummy = self.dummy.clone();
-        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (Q8Input::Prenormed(eps, k / 4), &dummy), y, Q8Out::add_if(accumulate))
+        let (xb, input, dummy) = self.norm_input(label, (n, k), NormInput::Prepared(row, eps))?;
+        self.q8_matvec(label, w, (n, k), 1, (&xb, 0), (input, &dummy), y, Q8Out::add_if(accumulate))
     }
 
     /// [`Self::q8_linear`] of a SiLU-gated FFN's hidden state: `x` holds rows `[t, 2 k]`
@@ -1679,16 +1676,36 @@ impl<'a> PlanBuilder<'a> {
         y: (&wgpu::Buffer, usize, usize),
         accumulate: bool,
     ) -> Result<()> {
-        if x.len() != k {
-            return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+        let (xb, input, alpha) = self.norm_input(label, (n, k), NormInput::Raw(x, alpha, eps))?;
+        self.q8_matvec(label, w, (n, k), 1, (&xb, 0), (input, &alpha), y, Q8Out::add_if(accumulate))
+    }
+
+    /// The input binding, input rule and gain binding of a Q8_0 linear `[n, k]` of the
+    /// RMSNorm `norm` gives: from the raw row fused into the linear (for the f32 kernel from
+    /// [`Q8_NORM_APART`] weights on, a norm dispatch first and the linear on its output), or
+    /// from a prepared row.
+    fn norm_input(&mut self, label: &str, (n, k): (usize, usize), norm: NormInput<'_>) -> Result<(wgpu::Buffer, Q8Input, wgpu::Buffer)> {
+        let dummy = self.dummy.clone();
+        match norm {
+            NormInput::Raw(x, alpha, eps) => {
+                if x.len() != k {
+                    return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
+                }
+                if n * k >= Q8_NORM_APART && self.q8_dot == Q8Dot::F32 {
+                    let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
+                    let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
+                    self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
+                    return Ok((normed.buf, Q8Input::Plain, dummy));
+                }
+                Ok((x.buf.clone(), Q8Input::Normed(eps), alpha.clone()))
+            }
+            NormInput::Prepared(row, eps) => {
+                if row.dim != k {
+                    return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
+                }
+                Ok((row.buf.clone(), Q8Input::Prenormed(eps, k / 4), dummy))
+            }
         }
-        if n * k >= Q8_NORM_APART && self.q8_dot == Q8Dot::F32 {
-            let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
-            let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
-            self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
-            return self.q8_linear(label, w, (n, k), 1, (&normed.buf, 0), y, accumulate);
-        }
-        self.q8_linear_normed_fused(label, w, (n, k), (x, alpha, eps), y, accumulate)
     }
 
     /// [`Self::q8_linear_normed`] with the norm fused at any size (for benchmarks: the
@@ -1731,28 +1748,7 @@ impl<'a> PlanBuilder<'a> {
         if n != 2 * out.dim || out.packed != (self.q8_dot == Q8Dot::I8) {
             return Err(Error::config(label, format!("a gated linear_in of {n} rows writes a gated row of {} made for its kernel, got one of {}", n / 2, out.dim)));
         }
-        let dummy = self.dummy.clone();
-        let (x, input, alpha) = match norm {
-            NormInput::Raw(x, alpha, eps) => {
-                if x.len() != k {
-                    return Err(Error::config(label, format!("an RMSNorm-fused linear takes one row of {k}, got {:?}", x.shape)));
-                }
-                if n * k >= Q8_NORM_APART && self.q8_dot == Q8Dot::F32 {
-                    let xt = Tensor { buf: x.buf.clone(), shape: vec![1, k] };
-                    let normed = self.tensor(&format!("{label}.norm"), &[1, k])?;
-                    self.rms_norm(&format!("{label} rms_norm"), &xt, alpha, eps, &normed);
-                    (normed.buf, Q8Input::Plain, dummy)
-                } else {
-                    (x.buf.clone(), Q8Input::Normed(eps), alpha.clone())
-                }
-            }
-            NormInput::Prepared(row, eps) => {
-                if row.dim != k {
-                    return Err(Error::config(label, format!("a linear of {k} inputs cannot take a prepared row of {}", row.dim)));
-                }
-                (row.buf.clone(), Q8Input::Prenormed(eps, k / 4), dummy)
-            }
-        };
+        let (x, input, alpha) = self.norm_input(label, (n, k), norm)?;
         self.q8_matvec(label, w, (n, k), 1, (&x, 0), (input, &alpha), (&out.buf, 0, out.dim), Q8Out::Gate)
     }
 
