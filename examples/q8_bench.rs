@@ -91,6 +91,9 @@ mod native {
     fn build<'a>(ctx: &'a GpuContext, frame: &wgpu::Buffer, s: &Shape, b: &Bufs, kernel: Q8Kernel, count: usize) -> Result<PlanBuilder<'a>> {
         let mut pb = PlanBuilder::new(ctx, frame)?;
         pb.set_q8_kernel(kernel);
+        // the linears alone: no prefetch dispatches between them (the plans put one before
+        // each of the depformer's on GPU adapters)
+        pb.set_prefetch(0);
         for i in 0..count {
             let w = &b.w[i % b.w.len()];
             let (w, nk, y) = ((&w.0, &w.1), (s.n, s.k), (&b.y, 0, s.n));

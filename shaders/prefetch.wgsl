@@ -8,7 +8,8 @@
 //   a, b : the buffers, p.a and p.b vec4<u32> long
 //   sink : [1] u32
 // Thread i of the grid's p.threads reads vec4s i, i + p.threads, ... of a, then of b, four
-// loads in flight at a time.
+// loads in flight at a time. The plans dispatch one row of workgroups (at most 65535: 2 GiB
+// a buffer); the index allows a second grid dimension all the same.
 
 struct Params {
     a: u32,

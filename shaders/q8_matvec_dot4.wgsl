@@ -13,7 +13,7 @@
 // w / ceil(n / rows) and its rows (w % ceil(n / rows)) * rows, ... (rows = 4 * 256 / lanes).
 //
 //   quants, scales, x, alpha, y, norm_out, p: as in q8_matvec.wgsl (p.input 0 to 3 and
-//   p.mode 0 to 3 mean the same; for p.input 2 the squares of the raw inputs, for
+//   p.mode 0 to 2 mean the same; for p.input 2 the squares of the raw inputs, for
 //   p.input 3 the row's partial sums, are summed in f32 as the units are quantized, the
 //   thread of unit u taking partial vec4s u, u + k / 16, ..., and 1 / rms scales the dot
 //   products at the end), but for two layouts this kernel's alone:
@@ -24,7 +24,7 @@
 //     whole units of 16 (p.lanes at most 32);
 //   p.input 4 (t = 1): x holds a row of k inputs already quantized as the chunks below
 //     quantize it: units u of [hi: vec4<u32>, lo: vec4<u32>] at vec4s 2 u, 2 u + 1, then
-//     k / 16 scales (f32 bits) from u32 8 k / 16. Nothing is staged: each lane reads its
+//     k / 16 scales (f32 bits) from u32 8 k / 16, the row padded to whole vec4s. Nothing is staged: each lane reads its
 //     units' levels beside the weights (the row groups of a workgroup share them in L1),
 //     with no barrier before the first weight load and none between chunks.
 // x and y are bound as u32 words (f32 values as their bits): packed levels must not pass

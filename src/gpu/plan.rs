@@ -837,7 +837,11 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
     match std::env::var("INFERENCELAYER_PREFETCH").as_deref().map(str::trim) {
         Err(_) | Ok("") => Ok(if cpu { 0 } else { PREFETCH_MAX }),
         Ok("off") => Ok(0),
-        Ok(v) => v.parse::<u64>().map(|mib| mib << 20).map_err(|_| Error::Input(format!("INFERENCELAYER_PREFETCH must be off or a size in MiB, got {v:?}"))),
+        Ok(v) => v
+            .parse::<u64>()
+            .ok()
+            .and_then(|mib| mib.checked_mul(1 << 20))
+            .ok_or_else(|| Error::Input(format!("INFERENCELAYER_PREFETCH must be off or a size in MiB, got {v:?}"))),
     }
 }
 
@@ -897,12 +901,16 @@ impl<'a> PlanBuilder<'a> {
     /// waiting on memory for its first loads. Worth it beside a latency-bound step, for
     /// buffers the L2 holds.
     pub fn prefetch(&mut self, label: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
+        // the kernel binds both as vec4s: a buffer of less than one adds no step
+        if a.size() < 16 || b.size() < 16 {
+            return Ok(());
+        }
         let (na, nb) = ((a.size() / 16) as usize, (b.size() / 16) as usize);
         // eight vec4 loads a thread
         let groups = na.max(nb).div_ceil(256 * 8).max(1);
         let threads = 256 * groups;
         if groups > 65535 {
-            return Err(Error::config(label, format!("a prefetch of {} bytes is more than one dispatch reads", a.size())));
+            return Err(Error::config(label, format!("a prefetch of {} and {} bytes is more than one dispatch reads", a.size(), b.size())));
         }
         let p = PrefetchParams { a: na as u32, b: nb as u32, threads: threads as u32, _pad: 0 };
         let pb = self.params(label, &p);
@@ -1733,7 +1741,9 @@ impl<'a> PlanBuilder<'a> {
             return Err(Error::config(label, format!("a gated row feeds a Q8_0 linear, whose inputs are a multiple of 32, got {dim}")));
         }
         let packed = self.q8_dot == Q8Dot::I8;
-        let words = if packed { 9 * dim / 16 } else { dim };
+        // packed: whole vec4s, which the kernel reads the scales as (dim / 16 = 2 mod 4
+        // would end the row halfway through one)
+        let words = if packed { (9 * dim / 16).next_multiple_of(4) } else { dim };
         Ok(GatedRow { buf: self.ctx.zeros(label, words)?, dim, packed })
     }
 
