@@ -345,22 +345,11 @@ impl GpuTransformer {
             let w = &layer[step];
             let (n1, n2) = (&w.norm1, &w.norm2);
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
-            let (gi_w, go_w) = ((&gi.quants, &gi.scales), (&go.quants, &go.scales));
-            let (hidden2, hidden) = ((2 * self.hidden, d), (d, self.hidden));
             let Some([row1, row2]) = &rows else {
                 b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
                 let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
                 b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-                match &ffn {
-                    Ffn::Gated(h) => {
-                        b.q8_linear_gate(&format!("{p}.linear_in"), gi_w, hidden2, NormInput::Raw(x, n2, RMS_EPS), h)?;
-                        b.q8_linear_from_gated(&format!("{p}.linear_out"), go_w, hidden, h, x, None)?;
-                    }
-                    Ffn::Pair(g) => {
-                        b.q8_linear_normed(&format!("{p}.linear_in"), gi_w, hidden2, (x, n2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
-                        b.q8_linear_gated(&format!("{p}.linear_out"), go_w, hidden, 1, (&g.buf, 0), (&x.buf, 0, d), true)?;
-                    }
-                }
+                self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Raw(x, n2, RMS_EPS), None)?;
                 continue;
             };
             if li == 0 {
@@ -374,21 +363,44 @@ impl GpuTransformer {
                 Some(l) => Some((&l[step].norm1, row1)),
                 None => out_norm,
             };
-            let g = match &ffn {
-                Ffn::Gated(h) => {
-                    b.q8_linear_gate(&format!("{p}.linear_in"), gi_w, hidden2, NormInput::Prepared(row2, RMS_EPS), h)?;
-                    b.q8_linear_from_gated(&format!("{p}.linear_out"), go_w, hidden, h, x, next)?;
-                    continue;
-                }
-                Ffn::Pair(g) => g,
-            };
-            b.q8_linear_prenormed(&format!("{p}.linear_in"), gi_w, hidden2, (row2, RMS_EPS), (&g.buf, 0, 2 * self.hidden), false)?;
-            match next {
-                Some(next) => b.q8_linear_residual(&format!("{p}.linear_out"), go_w, hidden, true, &g.buf, x, next)?,
-                None => b.q8_linear_gated(&format!("{p}.linear_out"), go_w, hidden, 1, (&g.buf, 0), (&x.buf, 0, d), true)?,
-            }
+            self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Prepared(row2, RMS_EPS), next)?;
         }
         Ok(())
+    }
+
+    /// One layer's gated FFN, added to the residual row `x`: `linear_in` of the norm `norm`
+    /// gives, then `linear_out` (with `next`, also preparing the next RMSNorm into its row).
+    #[allow(clippy::too_many_arguments)]
+    fn plan_ffn(
+        &self,
+        b: &mut PlanBuilder<'_>,
+        p: &str,
+        (gi, go): (&GpuQ8, &GpuQ8),
+        ffn: &Ffn,
+        x: &Tensor,
+        norm: NormInput<'_>,
+        next: Option<(&wgpu::Buffer, &NormedRow)>,
+    ) -> Result<()> {
+        let (gi_w, go_w) = ((&gi.quants, &gi.scales), (&go.quants, &go.scales));
+        let (n_in, n_out) = ((2 * self.hidden, self.dim), (self.dim, self.hidden));
+        let (li, lo) = (format!("{p}.linear_in"), format!("{p}.linear_out"));
+        match ffn {
+            Ffn::Gated(h) => {
+                b.q8_linear_gate(&li, gi_w, n_in, norm, h)?;
+                b.q8_linear_from_gated(&lo, go_w, n_out, h, x, next)
+            }
+            Ffn::Pair(g) => {
+                let y = (&g.buf, 0, 2 * self.hidden);
+                match norm {
+                    NormInput::Raw(xr, alpha, eps) => b.q8_linear_normed(&li, gi_w, n_in, (xr, alpha, eps), y, false)?,
+                    NormInput::Prepared(row, eps) => b.q8_linear_prenormed(&li, gi_w, n_in, (row, eps), y, false)?,
+                }
+                match next {
+                    Some(next) => b.q8_linear_residual(&lo, go_w, n_out, true, &g.buf, x, next),
+                    None => b.q8_linear_gated(&lo, go_w, n_out, 1, (&g.buf, 0), (&x.buf, 0, self.dim), true),
+                }
+            }
+        }
     }
 }
 
