@@ -15,7 +15,8 @@ cd "$(dirname "$0")"
 export PATH="$HOME/.cargo/bin:$PATH"
 # wgpu and Mesa print a harmless warning without it.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
-# The browser tests replay a whole clip on a CPU-emulated GPU: allow them time.
+# The browser tests stream a speech clip through the full-geometry codec on a CPU-emulated GPU
+# (tens of seconds a frame on SwiftShader): allow them time.
 export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-2700}"
 
 CKPT=out/mimi-synthetic.safetensors
