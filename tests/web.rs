@@ -20,14 +20,14 @@ fn weights() -> MimiWeights {
 }
 
 /// Frames of the golden clip the GPU plans stream in the browser: the first 10 of its 37
-/// (speech, silence, then speech again). SwiftShader took 26 s for each of the
-/// full-geometry codec's encode frames and 25 s for each decode frame on this project's
-/// 2-core machine, so the whole clip both ways outran the browser tests' 45-minute limit;
-/// the native tests (`tests/mimi_parity.rs`) hold the same plans to all 37 on lavapipe, and
-/// the CPU oracle here (0.27 s a frame in wasm) takes all 37. Ten frames still carry every
-/// streaming state across frames (conv histories, the transformer's KV ring, the 12.5 -> 25
-/// Hz resampling), and the reference's codes and audio of a prefix are the prefix of its
-/// streams: its encode and decode are causal.
+/// (speech, silence, then speech again). SwiftShader took 22 to 26 s for each of the
+/// full-geometry codec's encode frames and 21 to 25 s for each decode frame on this
+/// project's 2-core machine, so the whole clip both ways outran the browser tests' 45-minute
+/// limit; the native tests (`tests/mimi_parity.rs`) hold the same plans to all 37 on
+/// lavapipe, and the CPU oracle here (0.24 s a frame each way in wasm) takes all 37. Ten
+/// frames still carry every streaming state across frames (conv histories, the
+/// transformer's KV ring, the 12.5 -> 25 Hz resampling), and the reference's codes and
+/// audio of a prefix are the prefix of its streams: its encode and decode are causal.
 const BROWSER_GPU_FRAMES: usize = 10;
 
 fn now_ms() -> f64 {
