@@ -30,10 +30,6 @@ fn weights() -> MimiWeights {
 /// audio of a prefix are the prefix of its streams: its encode and decode are causal.
 const BROWSER_GPU_FRAMES: usize = 10;
 
-fn now_ms() -> f64 {
-    js_sys::Date::now()
-}
-
 #[wasm_bindgen_test]
 async fn browser_gpu_and_cpu_match_the_reference() {
     let g = golden();

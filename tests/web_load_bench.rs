@@ -8,6 +8,8 @@
 //! `LOAD_BENCH_LAYERS` at build time shrinks the main transformer for a quick run.
 #![cfg(target_arch = "wasm32")]
 
+mod common;
+
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -15,6 +17,7 @@ use inferencelayer::web::fetch::{fetch_into, FetchOptions};
 use inferencelayer::weights::source::Progress;
 use inferencelayer::weights::stream::{CheckpointReader, Kind, Limits, Loaded, Loader, Plan, TensorEntry};
 use wasm_bindgen::JsCast;
+use common::now_ms;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -29,10 +32,6 @@ const MIB: u64 = 1 << 20;
 fn wasm_memory() -> u64 {
     let m: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
     m.buffer().unchecked_into::<js_sys::ArrayBuffer>().byte_length() as u64
-}
-
-fn now_ms() -> f64 {
-    js_sys::Date::now()
 }
 
 #[wasm_bindgen_test]

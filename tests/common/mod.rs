@@ -91,6 +91,12 @@ pub fn snr_db(got: &[f32], want: &[f32]) -> f64 {
     10.0 * (s / n.max(1e-30)).log10()
 }
 
+/// The browser's clock in ms, for the browser tests' timings.
+#[cfg(target_arch = "wasm32")]
+pub fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
 /// Largest absolute difference.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
