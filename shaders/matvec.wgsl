@@ -48,14 +48,15 @@ const ROWS: u32 = 4u;
 var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
-var<workgroup> lred: array<f32, 256>;
+var<workgroup> lred: array<vec4<f32>, 256>;
 
 fn xs(e: u32) -> f32 {
     return x[e / 4u][e % 4u];
 }
 
-// layer_norm.wgsl's reduce_sum, over all 256 threads
-fn reduce_sum(lid: u32, v: f32) -> f32 {
+// layer_norm.wgsl's reduce_sum, over all 256 threads, for up to 4 rows at once (one per
+// component: each row summed in that kernel's order)
+fn reduce_sum4(lid: u32, v: vec4<f32>) -> vec4<f32> {
     lred[lid] = v;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -94,22 +95,26 @@ fn main(
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
         if (p.norm == 1u) {
+            // the rows' sums, then their squared deviations, in one tree each
+            var acc = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
                 let xo = p.x_offset + (r0 + r) * p.k;
-                var acc = 0.0;
                 for (var j = lid; j < p.k; j += 256u) {
-                    acc += xs(xo + j);
+                    acc[r] += xs(xo + j);
                 }
-                let mean = reduce_sum(lid, acc) / f32(p.k);
-                var vacc = 0.0;
+            }
+            let mean = reduce_sum4(lid, acc) / f32(p.k);
+            var vacc = vec4<f32>(0.0);
+            for (var r = 0u; r < rows; r++) {
+                let xo = p.x_offset + (r0 + r) * p.k;
                 for (var j = lid; j < p.k; j += 256u) {
-                    let d = xs(xo + j) - mean;
-                    vacc += d * d;
+                    let d = xs(xo + j) - mean[r];
+                    vacc[r] += d * d;
                 }
-                let inv = 1.0 / sqrt(reduce_sum(lid, vacc) / f32(p.k) + p.eps);
-                if (lid == 0u) {
-                    stats[r] = vec2<f32>(mean, inv);
-                }
+            }
+            let inv = 1.0 / sqrt(reduce_sum4(lid, vacc) / f32(p.k) + p.eps);
+            if (lid < rows) {
+                stats[lid] = vec2<f32>(mean[lid], inv[lid]);
             }
             workgroupBarrier();
         }
