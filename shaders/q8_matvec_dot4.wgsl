@@ -30,8 +30,7 @@
 // x and y are bound as u32 words (f32 values as their bits): packed levels must not pass
 // through an f32 load or store, which may quiet a NaN pattern.
 //
-// k must be a multiple of 32 and n of 4. The bindings quants and scales and the unit
-// helpers (levels, dot16, row_unit_dot) are in q8_dot4_common.wgsl, which precedes this file.
+// k must be a multiple of 32 and n of 4.
 
 struct Params {
     n: u32,
@@ -48,6 +47,8 @@ struct Params {
     _pad1: u32,
 }
 
+@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> scales: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> alpha: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<u32>;
@@ -70,6 +71,24 @@ var<workgroup> red_sq: array<f32, 256>;
 // p.mode 3: the workgroup's hidden values, two per row group (at most 64 groups)
 var<workgroup> gated: array<f32, 128>;
 
+// f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
+fn f16_to_f32(h: u32) -> f32 {
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    var v: f32;
+    if (e == 0u) {
+        v = f32(m) * 5.9604644775390625e-8;
+    } else {
+        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
+    }
+    return select(v, -v, (h & 0x8000u) != 0u);
+}
+
+fn scale_of(block: u32) -> f32 {
+    let word = scales[block >> 1u];
+    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
+}
+
 // Input vec4 v of the row at vec4 `row` as p.input makes it (for p.input 2 before the
 // 1 / rms factor); adds the raw squares to *sq for p.input 2.
 fn xf(i: u32) -> vec4<f32> {
@@ -89,6 +108,33 @@ fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
     return a;
 }
 
+struct Levels {
+    hi: vec4<u32>,
+    lo: vec4<u32>,
+    s: f32,
+}
+
+// The 16 inputs v of a unit as two levels: hi = round(v / s), lo = round((v - s hi) * 254 / s).
+fn levels(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> Levels {
+    let m4 = max(max(abs(a), abs(b)), max(abs(c), abs(d)));
+    let m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+    let inv = select(0.0, 127.0 / m, m > 0.0);
+    let s = m / 127.0;
+    let ha = round(a * inv);
+    let hb = round(b * inv);
+    let hc = round(c * inv);
+    let hd = round(d * inv);
+    let inv_lo = 254.0 * inv;
+    let hi = vec4<u32>(pack4xI8Clamp(vec4<i32>(ha)), pack4xI8Clamp(vec4<i32>(hb)), pack4xI8Clamp(vec4<i32>(hc)), pack4xI8Clamp(vec4<i32>(hd)));
+    let lo = vec4<u32>(
+        pack4xI8Clamp(vec4<i32>(round((a - ha * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((b - hb * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((c - hc * s) * inv_lo))),
+        pack4xI8Clamp(vec4<i32>(round((d - hd * s) * inv_lo))),
+    );
+    return Levels(hi, lo, s);
+}
+
 fn quantize_unit(slot: u32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) {
     let l = levels(a, b, c, d);
     x_hi[slot] = l.hi;
@@ -96,8 +142,14 @@ fn quantize_unit(slot: u32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f3
     x_scale[slot] = l.s;
 }
 
+fn dot16(q: vec4<u32>, h: vec4<u32>) -> i32 {
+    return (dot4I8Packed(q.x, h.x) + dot4I8Packed(q.y, h.y)) + (dot4I8Packed(q.z, h.z) + dot4I8Packed(q.w, h.w));
+}
+
 fn levels_dot(i: u32, u: u32, hi: vec4<u32>, lo: vec4<u32>, s: f32) -> f32 {
-    return row_unit_dot(i, p.k, u, hi, lo, s);
+    let q = quants[i * (p.k / 16u) + u];
+    let v = f32(dot16(q, hi)) + f32(dot16(q, lo)) * (1.0 / 254.0);
+    return scale_of(i * (p.k / 32u) + (u >> 1u)) * s * v;
 }
 
 // Unit u (global) of weight row i against the chunk's unit slot, scaled.

@@ -67,8 +67,7 @@ kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_dot4_common" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_QKV_ATTENTION, "q8_dot4_common" + "q8_qkv_attention", [R, R, R, R, RW, RW, RW, RW, U, U]);
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -81,7 +80,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, Q8_QKV_ATTENTION, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
+    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -279,22 +278,6 @@ pub(crate) struct VqDecodeParams {
     pub offset: u32,
 }
 
-/// The parameters of `q8_qkv_attention`: the attention's geometry (`dim` is also in_proj's
-/// input width), the input rule (2: the raw row and its RMSNorm's gain, 3: a prepared row),
-/// lanes per row group and the norm's eps.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub(crate) struct Q8QkvAttentionParams {
-    pub dim: u32,
-    pub heads: u32,
-    pub ring: u32,
-    pub context: u32,
-    pub scale: f32,
-    pub input: u32,
-    pub lanes: u32,
-    pub eps: f32,
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct Q8MatvecParams {
@@ -375,7 +358,6 @@ const _: () = {
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);
     assert!(std::mem::size_of::<VqDecodeProjParams>() == 32);
     assert!(std::mem::size_of::<Q8MatvecParams>() == 48);
-    assert!(std::mem::size_of::<Q8QkvAttentionParams>() == 32);
     assert!(std::mem::size_of::<EmbedSumParams>() == 32);
     assert!(std::mem::size_of::<SampleParams>() == 48);
 };

@@ -811,8 +811,6 @@ pub struct PlanBuilder<'a> {
     /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
     /// before it ([`Self::prefetch`]); 0: none
     prefetch_max: u64,
-    /// Whether [`Self::q8_qkv_attention`] takes one dispatch where its kernel can
-    qkv_fused: bool,
 }
 
 /// Most bytes of weights [`PlanBuilder`] prefetches ahead of a Q8_0 linear on a GPU adapter
@@ -846,25 +844,6 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
             .ok_or_else(|| Error::Input(format!("INFERENCELAYER_PREFETCH must be off or a size in MiB, got {v:?}"))),
     }
 }
-
-/// Whether plans take a short-window attention layer's `in_proj` and attention step in one
-/// dispatch ([`PlanBuilder::q8_qkv_attention`]): `INFERENCELAYER_QKV` `fused` (unset or
-/// empty, and on the web: the default) or `apart` (the two dispatches before it, for
-/// measurements). Any other value is an [`Error::Input`].
-pub fn qkv_fused_from_env() -> Result<bool> {
-    if cfg!(target_arch = "wasm32") {
-        return Ok(true);
-    }
-    match std::env::var("INFERENCELAYER_QKV").as_deref().map(str::trim) {
-        Err(_) | Ok("") | Ok("fused") => Ok(true),
-        Ok("apart") => Ok(false),
-        Ok(v) => Err(Error::Input(format!("INFERENCELAYER_QKV must be fused or apart, got {v:?}"))),
-    }
-}
-
-/// The widest input [`PlanBuilder::q8_qkv_attention`] takes in one dispatch (the units of 16
-/// its workgroups hold in workgroup memory).
-pub const QKV_MAX_DIM: usize = 2048;
 
 fn grid_for(groups: usize) -> [u32; 2] {
     let g = groups.max(1) as u32;
@@ -907,14 +886,7 @@ impl<'a> PlanBuilder<'a> {
             attention: AttentionKernel::from_env()?,
             conv: ConvKernel::Auto,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
-            qkv_fused: qkv_fused_from_env()?,
         })
-    }
-
-    /// Whether [`Self::q8_qkv_attention`] calls added from now on take one dispatch where its
-    /// kernel can (`true`, the default) or `in_proj` then the attention step.
-    pub fn set_qkv_fused(&mut self, fused: bool) {
-        self.qkv_fused = fused;
     }
 
     /// Prefetch the weights of Q8_0 linears added from now on of at most `bytes` (0: none).
@@ -1515,94 +1487,6 @@ impl<'a> PlanBuilder<'a> {
             format!("{label} attention"),
             &[&q.buf, k_ring, v_ring, pos_ring, &scores, &out.buf, &pb, frame],
             [t as u32, heads as u32],
-        );
-        Ok(out)
-    }
-
-    /// A transformer layer's `in_proj` (Q8_0 `w` `[3 dim, dim]`) of the RMSNorm `norm`
-    /// gives, then its attention step of one new position at `frame`'s position over `rings`
-    /// (from [`Self::attention_state`]): returns the attention's output `[1, dim]`. One
-    /// dispatch, a workgroup per head (`shaders/q8_qkv_attention.wgsl`: each computes its
-    /// head's query, key and value rows, pushes the key and value and attends), where the i8
-    /// kernel is in use ([`Q8Dot::I8`]), the step takes `rope_attention_small`
-    /// ([`AttentionDispatch::Small`]) without rotary embedding, `dim` is a multiple of 32 and
-    /// at most [`QKV_MAX_DIM`] and [`Self::set_qkv_fused`] allows it: Moshi's depformer, whose
-    /// in_proj and attention are two short dispatches that wait on each other. Otherwise
-    /// `in_proj` into `qkv` `[1, 3 dim]` ([`Self::q8_linear_normed`] or
-    /// [`Self::q8_linear_prenormed`]), then [`Self::rope_attention_at`]. [`Error::Config`]
-    /// for shapes that do not fit together.
-    #[allow(clippy::too_many_arguments)]
-    pub fn q8_qkv_attention(
-        &mut self,
-        label: &str,
-        w: (&wgpu::Buffer, &wgpu::Buffer),
-        norm: NormInput<'_>,
-        spec: &TransformerSpec,
-        frame: &wgpu::Buffer,
-        rings: &[wgpu::Buffer; 3],
-        qkv: &Tensor,
-    ) -> Result<Tensor> {
-        let (d, heads) = (spec.dim, spec.heads);
-        if heads == 0 || d % heads != 0 || qkv.len() != 3 * d {
-            return Err(Error::config(label, format!("in_proj and attention of dim {d}, {heads} heads cannot write {:?}", qkv.shape)));
-        }
-        let hd = d / heads;
-        let fused = self.qkv_fused
-            && self.q8_dot == Q8Dot::I8
-            && !spec.rope
-            && d % 32 == 0
-            && d <= QKV_MAX_DIM
-            && hd % 4 == 0
-            && hd <= 256
-            && !self.kv_half(spec)
-            && self.attention.dispatch(hd, spec.context) == AttentionDispatch::Small;
-        let in_proj = format!("{label}.in_proj");
-        if !fused {
-            match norm {
-                NormInput::Raw(x, alpha, eps) => self.q8_linear_normed(&in_proj, w, (3 * d, d), (x, alpha, eps), (&qkv.buf, 0, 3 * d), false)?,
-                NormInput::Prepared(row, eps) => self.q8_linear_prenormed(&in_proj, w, (3 * d, d), (row, eps), (&qkv.buf, 0, 3 * d), false)?,
-            }
-            return self.rope_attention_at(&format!("{label}.self_attn"), spec, qkv, frame, rings);
-        }
-        let dummy = self.dummy.clone();
-        let (x, input, alpha, eps) = match norm {
-            NormInput::Raw(x, alpha, eps) => {
-                if x.len() != d {
-                    return Err(Error::config(label, format!("an RMSNorm-fused in_proj takes one row of {d}, got {:?}", x.shape)));
-                }
-                (&x.buf, 2, alpha, eps)
-            }
-            NormInput::Prepared(row, eps) => {
-                if row.dim != d {
-                    return Err(Error::config(label, format!("an in_proj of {d} inputs cannot take a prepared row of {}", row.dim)));
-                }
-                (&row.buf, 3, &dummy, eps)
-            }
-        };
-        // about four units of 16 a lane per row
-        let lanes = (d / 64).next_power_of_two().clamp(4, 64);
-        let p = Q8QkvAttentionParams {
-            dim: d as u32,
-            heads: heads as u32,
-            ring: spec.context as u32,
-            context: spec.context as u32,
-            scale: (1.0 / (hd as f64).sqrt()) as f32,
-            input,
-            lanes: lanes as u32,
-            eps,
-        };
-        let pb = self.params(label, &p);
-        let (quants, scales) = w;
-        if quants.size() + scales.size() <= self.prefetch_max {
-            self.prefetch(&in_proj, quants, scales)?;
-        }
-        let out = self.tensor(&format!("{label}.attn"), &[1, d])?;
-        let [k_ring, v_ring, pos_ring] = rings;
-        self.step(
-            &Q8_QKV_ATTENTION,
-            format!("{label} in_proj+attention"),
-            &[quants, scales, x, alpha, k_ring, v_ring, pos_ring, &out.buf, &pb, frame],
-            [heads as u32, 1],
         );
         Ok(out)
     }

@@ -346,13 +346,18 @@ impl GpuTransformer {
             let (n1, n2) = (&w.norm1, &w.norm2);
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
             let Some([row1, row2]) = &rows else {
-                let attn = b.q8_qkv_attention(&p, (&wi.quants, &wi.scales), NormInput::Raw(x, n1, RMS_EPS), &spec, frame, &rings[li], &qkv)?;
+                b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+                let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
                 b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
                 self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Raw(x, n2, RMS_EPS), None)?;
                 continue;
             };
-            let norm1 = if li == 0 { NormInput::Raw(x, n1, RMS_EPS) } else { NormInput::Prepared(row1, RMS_EPS) };
-            let attn = b.q8_qkv_attention(&p, (&wi.quants, &wi.scales), norm1, &spec, frame, &rings[li], &qkv)?;
+            if li == 0 {
+                b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+            } else {
+                b.q8_linear_prenormed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (row1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+            }
+            let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
             b.q8_linear_residual(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), false, &attn.buf, x, (n2, row2))?;
             let next = match self.layers.get(li + 1) {
                 Some(l) => Some((&l[step].norm1, row1)),
