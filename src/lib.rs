@@ -9,7 +9,7 @@
 //!   GPU plans and as the CPU oracle;
 //! - [`moshi`]: the LM (temporal transformer, depformer, sampler, LMGen);
 //! - [`session`]: Mimi and the LM wired into a full-duplex session;
-//! - [`bench`]: the per-stage benchmarks (Mimi encode and decode, the LM step, the whole
+//! - [`bench`](mod@bench): the per-stage benchmarks (Mimi encode and decode, the LM step, the whole
 //!   full-duplex frame), shared by the command-line tool and the web bindings;
 //! - [`resample`]: streaming sample-rate conversion (the device's rate to and from 24 kHz);
 //! - [`audio`] (native): WAV and `.npy` codes files for the command-line tool;

@@ -352,7 +352,7 @@ impl Lm {
     /// [`Self::step`] for profiles: the temporal part and the depformer submitted apart, each
     /// waited for, timed with `now` (a clock in ms). Both command buffers are recorded before
     /// the first timing starts, as [`Self::step`]'s frames are recorded a frame ahead
-    /// ([`FrameRecorder`](crate::gpu::FrameRecorder)), so each time is the part's submit, GPU
+    /// ([`crate::gpu::FrameRecorder`]), so each time is the part's submit, GPU
     /// work and readback. Returns the tokens and the two times.
     pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
         self.upload(tokens)?;

@@ -40,9 +40,9 @@ use std::rc::Rc;
 
 use super::config::LmConfig;
 use super::lm::LmWeights;
-use super::transformer::{GpuQ8, GpuStep, GpuTransformer, LmTransformer, Q8Linear};
+use super::transformer::{lm_attention_spec, GpuQ8, GpuStep, GpuTransformer, LmTransformer, Q8Linear};
 use crate::error::{Error, Result};
-use crate::gpu::{AttentionKernel, GpuContext, GpuLimits, Requirements, SplitTable, TransformerSpec};
+use crate::gpu::{AttentionKernel, GpuContext, GpuLimits, Requirements, SplitTable};
 use crate::weights::place::{Placer, Placing};
 use crate::weights::q8::{Q8Tensor, BLOCK};
 use crate::weights::stream::{ByteSink, CheckpointReader, Header, Kind, Limits, Loaded, Plan, ReadState, TensorEntry};
@@ -146,8 +146,8 @@ pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirement
     }
     let attention = AttentionKernel::from_env()?;
     for (name, layers, dim, heads, ring) in [("transformer", c.num_layers, d, c.num_heads, c.context), ("depformer", c.depformer_num_layers, dd, c.depformer_num_heads, c.dep_q)] {
-        // f16 keys and values where the plans' attention takes them (GpuTransformer's spec)
-        let spec = TransformerSpec { dim, heads, context: ring, max_period: 0.0, rope: false, kv_half: true };
+        // f16 keys and values where the plans' attention takes them
+        let spec = lm_attention_spec(dim, heads, ring, 0.0, false);
         let bytes = if attention.kv_half(&spec) { 2 } else { 4 };
         for l in 0..layers {
             r.buffer(format!("{name}.layers.{l}.k_ring"), bytes * ring as u64 * dim as u64);

@@ -298,9 +298,7 @@ impl GpuTransformer {
     }
 
     fn spec(&self) -> TransformerSpec {
-        // f16 rings wherever the split kernel takes the attention: the temporal
-        // transformer's 3000 slots (the depformer's 8 take the small kernel, in f32)
-        TransformerSpec { dim: self.dim, heads: self.heads, context: self.context, max_period: self.max_period, rope: self.rope, kv_half: true }
+        lm_attention_spec(self.dim, self.heads, self.context, self.max_period, self.rope)
     }
 
     /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
@@ -402,6 +400,16 @@ impl GpuTransformer {
             }
         }
     }
+}
+
+/// The attention geometry of an LM transformer stack of `dim` wide rows, `heads` heads and
+/// `context` KV ring slots, as its plans take it: f16 keys and values wherever the split
+/// kernel takes the attention (the temporal transformer's 3000 slots; the depformer's 8 take
+/// the small kernel, in f32: [`crate::gpu::AttentionKernel::kv_half`]). The plans
+/// ([`GpuTransformer`]) and the buffer sizes checked before a load
+/// ([`super::loader::requirements`]) both ask it.
+pub fn lm_attention_spec(dim: usize, heads: usize, context: usize, max_period: f64, rope: bool) -> TransformerSpec {
+    TransformerSpec { dim, heads, context, max_period, rope, kv_half: true }
 }
 
 /// The FFN's hidden row between `linear_in` and `linear_out` in a plan.
