@@ -71,7 +71,7 @@ function render() {
     const bw = l.copy_bandwidth_gbs ? `, ${((100 * l.achieved_gbs) / l.copy_bandwidth_gbs).toFixed(0)}% of a copy's ${f(l.copy_bandwidth_gbs, 0)} GB/s (${l.copy_bandwidth_by})` : "";
     lines.push(`LM: ${(l.parameters / 1e9).toFixed(3)} B parameters (${l.weights} weights), ${f(l.achieved_gbs, 1)} GB/s of Q8_0 weights at the step's p50${bw}`);
     lines.push(`GPU memory: ${size(l.gpu_bytes.total)} (Q8_0 linears ${size(l.gpu_bytes.q8_linears)}, f32 tables ${size(l.gpu_bytes.f32_tables)}, KV rings ${size(l.gpu_bytes.kv_rings)}), Mimi's streaming state ${result.mimi ? size(result.mimi.state_bytes) : "not run"}`);
-    lines.push(`weights built in ${f(l.build_weights_s, 1)} s, plans in ${f(l.upload_and_plan_s, 1)} s; * recorded beforehand, then submitted and waited for apart`);
+    lines.push(`weights built in ${f(l.build_weights_s, 1)} s, plans in ${f(l.upload_and_plan_s, 1)} s; * recorded beforehand in the submits a frame is cut into, then submitted and waited for apart`);
   }
   if (result.error) lines.push(`error: ${result.error}`);
   $("summary").replaceChildren(...lines.flatMap((s) => [document.createTextNode(s), document.createElement("br")]));

@@ -300,6 +300,17 @@ impl FrameRecorder {
     }
 }
 
+/// The command buffers a [`FrameRecorder`] records for a frame of `plans` then `epilogue`,
+/// cut as [`submits_from_env`] says (one where it asks for one; else a first part of
+/// [`FIRST_SUBMIT`] dispatches and each next four times as large): for a caller that
+/// submits them itself, such as a part of a frame timed apart ([`crate::moshi::Lm::step_timed`]).
+pub fn record_frame(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> Vec<wgpu::CommandBuffer> {
+    let first = if submits_from_env().unwrap_or(false) { usize::MAX } else { FIRST_SUBMIT };
+    let mut parts = Vec::new();
+    record_parts(ctx, plans, epilogue, first, |cb| parts.push(cb));
+    parts
+}
+
 /// The number of submits [`submit_plans`] (and a [`FrameRecorder`] by default) makes for
 /// `dispatches` dispatches.
 pub fn submits_for(dispatches: usize) -> usize {

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
+use crate::gpu::{fuse_norms, record_frame, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -350,29 +350,25 @@ impl Lm {
     }
 
     /// [`Self::step`] for profiles: the temporal part and the depformer submitted apart, each
-    /// waited for, timed with `now` (a clock in ms). Both command buffers are recorded before
-    /// the first timing starts, as [`Self::step`]'s frames are recorded a frame ahead
-    /// ([`crate::gpu::FrameRecorder`]), so each time is the part's submit, GPU
-    /// work and readback. Returns the tokens and the two times.
+    /// waited for, timed with `now` (a clock in ms). Both parts are recorded before the
+    /// first timing starts, as [`Self::step`]'s frames are recorded a frame ahead
+    /// ([`crate::gpu::FrameRecorder`]), and each in the submits a frame is cut into
+    /// ([`crate::gpu::record_frame`]: a small first one, so that the GPU starts while the
+    /// queue takes in the rest), so each time is the part's submits, GPU work and readback.
+    /// Returns the tokens and the two times.
     pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
         self.upload(tokens)?;
         let mut times = [0f64; 2];
         let mut bytes = Vec::new();
-        let recorded: Vec<wgpu::CommandBuffer> = [&self.temporal, &self.depformer]
+        let recorded: Vec<Vec<wgpu::CommandBuffer>> = [&self.temporal, &self.depformer]
             .into_iter()
-            .map(|plan| {
-                let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-                {
-                    let mut pass = enc.begin_compute_pass(&Default::default());
-                    plan.record(&mut pass);
-                }
-                self.readback.copy(&mut enc, &self.out_tokens);
-                enc.finish()
-            })
+            .map(|plan| record_frame(&self.ctx, &[plan], |enc| self.readback.copy(enc, &self.out_tokens)))
             .collect();
-        for (i, cmd) in recorded.into_iter().enumerate() {
+        for (i, parts) in recorded.into_iter().enumerate() {
             let t0 = now();
-            self.ctx.queue.submit([cmd]);
+            for cmd in parts {
+                self.ctx.queue.submit([cmd]);
+            }
             bytes = self.readback.read(&self.ctx).await?;
             times[i] = now() - t0;
         }

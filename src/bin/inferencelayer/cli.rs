@@ -1030,7 +1030,7 @@ async fn bench_lm(
             print_stats("  LM + decode", rest);
         }
         println!("{:<17}{:>9.2}", "real-time x", bench::FRAME_MS / r.step.mean);
-        println!("* recorded beforehand, then submitted and waited for apart, on a second pass over the same frames");
+        println!("* recorded beforehand in the submits a frame is cut into, then submitted and waited for apart, on a second pass over the same frames");
         if r.duplex.is_some() {
             println!("full-duplex frame: Mimi encode (submit, readback), then the LM step and Mimi decode in one replay (a few submits, recorded during the frame before)");
         }
