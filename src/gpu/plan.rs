@@ -292,23 +292,20 @@ impl FrameRecorder {
             }
             _ => submit_plans(ctx, plans, &epilogue),
         };
-        let mut parts = Vec::new();
-        let first = if self.one { usize::MAX } else { FIRST_SUBMIT };
-        record_parts(ctx, plans, &epilogue, first, |cb| parts.push(cb));
-        self.ahead = Some((key, parts));
+        self.ahead = Some((key, self.record(ctx, plans, &epilogue)));
         submits
     }
-}
 
-/// The command buffers a [`FrameRecorder`] records for a frame of `plans` then `epilogue`,
-/// cut as [`submits_from_env`] says (one where it asks for one; else a first part of
-/// [`FIRST_SUBMIT`] dispatches and each next four times as large): for a caller that
-/// submits them itself, such as a part of a frame timed apart ([`crate::moshi::Lm::step_timed`]).
-pub fn record_frame(ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> Vec<wgpu::CommandBuffer> {
-    let first = if submits_from_env().unwrap_or(false) { usize::MAX } else { FIRST_SUBMIT };
-    let mut parts = Vec::new();
-    record_parts(ctx, plans, epilogue, first, |cb| parts.push(cb));
-    parts
+    /// The command buffers of a frame of `plans` then `epilogue`, cut as this recorder cuts
+    /// its frames (one where [`submits_from_env`] asked for one; else a first part of
+    /// 24 dispatches and each next four times as large), for the caller to
+    /// submit in order: also a part of a frame timed apart ([`crate::moshi::Lm::step_timed`]).
+    pub fn record(&self, ctx: &GpuContext, plans: &[&Plan], epilogue: impl FnOnce(&mut wgpu::CommandEncoder)) -> Vec<wgpu::CommandBuffer> {
+        let first = if self.one { usize::MAX } else { FIRST_SUBMIT };
+        let mut parts = Vec::new();
+        record_parts(ctx, plans, epilogue, first, |cb| parts.push(cb));
+        parts
+    }
 }
 
 /// The number of submits [`submit_plans`] (and a [`FrameRecorder`] by default) makes for

@@ -15,7 +15,7 @@ use super::loader::LmGpuWeights;
 use super::sampler::{self, Sampling};
 use super::transformer::{rms_norm, LmTransformer, LmTransformerState, Q8Linear, RMS_EPS};
 use crate::error::{Error, Result};
-use crate::gpu::{fuse_norms, record_frame, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
+use crate::gpu::{fuse_norms, FrameParams, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Q8Dot, Readback};
 use crate::weights::TensorStore;
 
 /// Every weight of the LM, addressed by the released checkpoint's names.
@@ -352,9 +352,10 @@ impl Lm {
     /// [`Self::step`] for profiles: the temporal part and the depformer submitted apart, each
     /// waited for, timed with `now` (a clock in ms). Both parts are recorded before the
     /// first timing starts, as [`Self::step`]'s frames are recorded a frame ahead
-    /// ([`crate::gpu::FrameRecorder`]), and each in the submits a frame is cut into
-    /// ([`crate::gpu::record_frame`]: a small first one, so that the GPU starts while the
-    /// queue takes in the rest), so each time is the part's submits, GPU work and readback.
+    /// ([`crate::gpu::FrameRecorder`]), and each in the submits the recorder cuts a frame
+    /// into ([`crate::gpu::FrameRecorder::record`]: a small first one, so that the GPU starts
+    /// while the queue takes in the rest), so each time is the part's submits, GPU work and
+    /// readback.
     /// Returns the tokens and the two times.
     pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
         self.upload(tokens)?;
@@ -362,7 +363,7 @@ impl Lm {
         let mut bytes = Vec::new();
         let recorded: Vec<Vec<wgpu::CommandBuffer>> = [&self.temporal, &self.depformer]
             .into_iter()
-            .map(|plan| record_frame(&self.ctx, &[plan], |enc| self.readback.copy(enc, &self.out_tokens)))
+            .map(|plan| self.recorder.record(&self.ctx, &[plan], |enc| self.readback.copy(enc, &self.out_tokens)))
             .collect();
         for (i, parts) in recorded.into_iter().enumerate() {
             let t0 = now();
