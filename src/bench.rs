@@ -397,9 +397,11 @@ pub struct LmBench {
     pub step_frames: Vec<f64>,
     /// The CPU's part of the step: LMGen's input, the recording and the submits.
     pub cpu: Stats,
-    /// The temporal transformer, recorded beforehand (in the submits a frame is cut into), then submitted and waited for apart.
+    /// The temporal transformer, recorded beforehand (in the submits a frame is cut into),
+    /// then submitted and waited for apart.
     pub temporal: Stats,
-    /// The depformer's `dep_q` steps, recorded beforehand (in the submits a frame is cut into), then submitted and waited for apart.
+    /// The depformer's `dep_q` steps, recorded beforehand (in the submits a frame is cut
+    /// into), then submitted and waited for apart.
     pub depformer: Stats,
     /// The whole full-duplex frame (`Session::step`): total, Mimi encode, LM step with Mimi
     /// decode. `None` without a Mimi.

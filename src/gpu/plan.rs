@@ -783,6 +783,14 @@ impl AttentionKernel {
         let hd = spec.dim / spec.heads.max(1);
         spec.kv_half && hd % 8 == 0 && matches!(self.dispatch(hd, spec.context), AttentionDispatch::Split { .. })
     }
+
+    /// Bytes of the key ring (and of the value ring) of `spec` under this rule: `context`
+    /// slots of `dim` values, f16 where [`Self::kv_half`], else f32. What
+    /// [`PlanBuilder::attention_state`] allocates, and what a load checks against the
+    /// device's limits beforehand.
+    pub fn kv_ring_bytes(self, spec: &TransformerSpec) -> usize {
+        spec.context * spec.dim * if self.kv_half(spec) { 2 } else { 4 }
+    }
 }
 
 /// How [`PlanBuilder::linear`] writes its result.
@@ -1344,12 +1352,11 @@ impl<'a> PlanBuilder<'a> {
     /// The KV ring, value ring and position ring of one attention layer (`context` slots;
     /// keys and values in f16 where [`Self::kv_half`]).
     pub fn attention_state(&mut self, label: &str, spec: &TransformerSpec) -> Result<[wgpu::Buffer; 3]> {
-        let (dim, ring) = (spec.dim, spec.context);
-        let floats = if self.kv_half(spec) { ring * dim / 2 } else { ring * dim };
+        let words = self.attention.kv_ring_bytes(spec) / 4;
         Ok([
-            self.state(&format!("{label}.k_ring"), floats)?,
-            self.state(&format!("{label}.v_ring"), floats)?,
-            self.pos_ring(&format!("{label}.pos_ring"), ring)?,
+            self.state(&format!("{label}.k_ring"), words)?,
+            self.state(&format!("{label}.v_ring"), words)?,
+            self.pos_ring(&format!("{label}.pos_ring"), spec.context)?,
         ])
     }
 

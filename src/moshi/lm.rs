@@ -355,8 +355,7 @@ impl Lm {
     /// ([`crate::gpu::FrameRecorder`]), and each in the submits the recorder cuts a frame
     /// into ([`crate::gpu::FrameRecorder::record`]: a small first one, so that the GPU starts
     /// while the queue takes in the rest), so each time is the part's submits, GPU work and
-    /// readback.
-    /// Returns the tokens and the two times.
+    /// readback. Returns the tokens and the two times.
     pub async fn step_timed(&mut self, tokens: &[i32], now: impl Fn() -> f64) -> Result<(Vec<i32>, [f64; 2])> {
         self.upload(tokens)?;
         let mut times = [0f64; 2];

@@ -145,14 +145,17 @@ pub fn requirements(config: &LmConfig, limits: &GpuLimits) -> Result<Requirement
         q(&mut r, &format!("linears.{k}.weight"), c.card, dd);
     }
     let attention = AttentionKernel::from_env()?;
-    for (name, layers, dim, heads, ring) in [("transformer", c.num_layers, d, c.num_heads, c.context), ("depformer", c.depformer_num_layers, dd, c.depformer_num_heads, c.dep_q)] {
-        // f16 keys and values where the plans' attention takes them
-        let spec = lm_attention_spec(dim, heads, ring, 0.0, false);
-        let bytes = if attention.kv_half(&spec) { 2 } else { 4 };
+    let stacks = [
+        ("transformer", c.num_layers, lm_attention_spec(d, c.num_heads, c.context, c.max_period, true)),
+        ("depformer", c.depformer_num_layers, lm_attention_spec(dd, c.depformer_num_heads, c.dep_q, c.depformer_max_period, false)),
+    ];
+    for (name, layers, spec) in stacks {
+        // the rings as the plans allocate them (f16 keys and values where the attention takes them)
+        let bytes = attention.kv_ring_bytes(&spec) as u64;
         for l in 0..layers {
-            r.buffer(format!("{name}.layers.{l}.k_ring"), bytes * ring as u64 * dim as u64);
-            r.buffer(format!("{name}.layers.{l}.v_ring"), bytes * ring as u64 * dim as u64);
-            r.buffer(format!("{name}.layers.{l}.pos_ring"), 4 * ring as u64);
+            r.buffer(format!("{name}.layers.{l}.k_ring"), bytes);
+            r.buffer(format!("{name}.layers.{l}.v_ring"), bytes);
+            r.buffer(format!("{name}.layers.{l}.pos_ring"), 4 * spec.context as u64);
         }
     }
     Ok(r)
