@@ -106,7 +106,7 @@ mod native {
                 }
                 Input::Row => {
                     let yt = Tensor { buf: b.y.clone(), shape: vec![1, s.n] };
-                    pb.q8_linear_from_gated("q8", w, nk, &b.row, &yt, None)?
+                    pb.q8_linear_from_gated("q8", w, nk, &b.row, &yt, 0, None)?
                 }
                 // The fused norm whatever the size (the plans take it apart from
                 // Q8_NORM_APART weights on; `plain` is then the linear they dispatch).

@@ -48,7 +48,8 @@ struct Params {
     lanes: u32,
     eps: f32,
     parts: u32,
-    _pad1: u32,
+    // the i8 kernel's (q8_matvec_dot4.wgsl); 0 here
+    partials: u32,
 }
 
 @group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;

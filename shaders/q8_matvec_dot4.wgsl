@@ -22,6 +22,13 @@
 //     gate rows 2 g', 2 g' + 1 and up rows h + 2 g', h + 2 g' + 1 (g' the group's index
 //     in the grid), so each group ends with two hidden values and each workgroup with
 //     whole units of 16 (p.lanes at most 32);
+//   p.input 5 (t = 1): p.input 2 of the row x plus the p.partials rows of k behind it in
+//     the same buffer (attention_out_proj.wgsl's partial rows of out_proj), summed as
+//     they are read;
+//   p.partials with p.mode 1 or 2 (t = 1): the residual add also adds the p.partials rows
+//     of n behind y's row (from y_offset + n on) into it.
+// p.partials is at most MAX_PARTIALS, a constant the pipeline's prelude sets
+// (q8_partials_none.wgsl: 0, q8_partials.wgsl: 8).
 //   p.input 4 (t = 1): x holds a row of k inputs already quantized as the chunks below
 //     quantize it: units u of [hi: vec4<u32>, lo: vec4<u32>] at vec4s 2 u, 2 u + 1, then
 //     k / 16 scales (f32 bits) from u32 8 k / 16, the row padded to whole vec4s. Nothing is staged: each lane reads its
@@ -44,7 +51,7 @@ struct Params {
     lanes: u32,
     eps: f32,
     parts: u32,
-    _pad1: u32,
+    partials: u32,
 }
 
 @group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
@@ -95,7 +102,28 @@ fn xf(i: u32) -> vec4<f32> {
     return bitcast<vec4<f32>>(x[i]);
 }
 
+// Whether the input is an RMSNorm's, its squares summed as the units are quantized.
+fn normed() -> bool {
+    return p.input == 2u || p.input == 3u || p.input == 5u;
+}
+
+// Vec4 v of the row at vec4 `row` plus the p.partials rows of k behind it (at most
+// MAX_PARTIALS, a constant of the pipeline: the loop unrolls and its loads go out together).
+fn with_partials(row: u32, v: u32) -> vec4<f32> {
+    var a = xf(row + v);
+    let k4 = p.k / 4u;
+    for (var j = 1u; j <= MAX_PARTIALS; j++) {
+        a += select(vec4<f32>(0.0), xf(row + min(j, p.partials) * k4 + v), j <= p.partials);
+    }
+    return a;
+}
+
 fn input(row: u32, v: u32, sq: ptr<function, f32>) -> vec4<f32> {
+    if (p.input == 5u) {
+        let a = with_partials(row, v);
+        *sq += dot(a, a);
+        return a * alpha[v];
+    }
     let a = xf(row + v);
     if (p.input == 1u) {
         let u = xf(row + p.k / 4u + v);
@@ -243,7 +271,7 @@ fn main(
                 acc.y += unit_dot(ri.y, u, j) + unit_dot(ri.y, u1, j1);
                 acc.z += unit_dot(ri.z, u, j) + unit_dot(ri.z, u1, j1);
                 acc.w += unit_dot(ri.w, u, j) + unit_dot(ri.w, u1, j1);
-                if (p.input == 2u || p.input == 3u) {
+                if (normed()) {
                     sq += x_sq[j] + x_sq[j1];
                 }
             }
@@ -253,7 +281,7 @@ fn main(
                 acc.y += unit_dot(ri.y, u, j);
                 acc.z += unit_dot(ri.z, u, j);
                 acc.w += unit_dot(ri.w, u, j);
-                if (p.input == 2u || p.input == 3u) {
+                if (normed()) {
                     sq += x_sq[j];
                 }
             }
@@ -275,7 +303,7 @@ fn main(
             var hv = 0.0;
             if (valid) {
                 var f = 1.0;
-                if (p.input == 2u || p.input == 3u) {
+                if (normed()) {
                     f = inverseSqrt(p.eps + red_sq[g * lanes] / f32(p.k));
                 }
                 let a = red[g * lanes][lane] * f;
@@ -309,14 +337,17 @@ fn main(
     if (lane < RT && valid) {
         let i = i0 + lane;
         var v = red[g * lanes][lane];
-        if (p.input == 2u || p.input == 3u) {
+        if (normed()) {
             v *= inverseSqrt(p.eps + red_sq[g * lanes] / f32(p.k));
         }
         let yo = p.y_offset + r * p.y_stride + i;
         if (p.mode == 0u) {
             y[yo] = bitcast<u32>(v);
         } else {
-            let yn = bitcast<f32>(y[yo]) + v;
+            var yn = bitcast<f32>(y[yo]) + v;
+            for (var j = 1u; j <= MAX_PARTIALS; j++) {
+                yn += select(0.0, bitcast<f32>(y[yo + min(j, p.partials) * p.n]), j <= p.partials);
+            }
             y[yo] = bitcast<u32>(yn);
             if (p.mode == 2u) {
                 norm_out[i] = yn * alpha[i / 4u][i % 4u];

@@ -375,3 +375,127 @@ fn consecutive_steps_follow_the_oracle_around_the_ring() {
         ctx.take_error().unwrap();
     });
 }
+
+/// The depformer's attention taken into its `out_proj` (`PlanBuilder::attention_out_proj`,
+/// `shaders/attention_out_proj.wgsl`: each group of heads attended and dotted with its
+/// columns of the Q8_0 `out_proj` into a partial row behind the residual row), then the
+/// layer's gated FFN reading those partial rows (`NormInput::RawPartials` into `linear_in`,
+/// the `partials` of `q8_linear_from_gated` into the residual), against the oracle: the
+/// attention above, `out_proj` and the FFN in f64 on the dequantized weights. At the
+/// depformer's shape (2 heads a workgroup: 8 partial rows, the most the i8 kernel takes),
+/// with RoPE past a wrapped ring, and at the test model's (4 heads of 32: every head in one
+/// workgroup, 1 partial row; a window of 24: a head a workgroup, 4 partial rows). Also the
+/// partial rows' sum against `out_proj` of the attention alone, and the rings as
+/// `rope_attention_at` leaves them.
+#[test]
+fn attention_into_out_proj_then_the_ffn_match_the_oracle() {
+    use inferencelayer::gpu::{NormInput, Q8Dot};
+    use inferencelayer::weights::q8::Q8Tensor;
+    pollster::block_on(async {
+        let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
+        let mut rng = Lcg(0x0a77_0a0b);
+        let small = TransformerSpec { dim: 128, heads: 4, context: 8, max_period: 10000.0, rope: false, kv_half: false };
+        let cases: [(TransformerSpec, usize, usize, Option<usize>, usize); 6] = [
+            (DEPFORMER, 4224, 0, None, 8),
+            (DEPFORMER, 4224, 5, Some(3), 8),
+            (TransformerSpec { rope: true, ..DEPFORMER }, 4224, 8 * 41 + 7, None, 8),
+            (small, 512, 7, None, 1),
+            (TransformerSpec { context: 24, rope: true, ..small }, 512, 30, Some(29), 4),
+            (TransformerSpec { context: 24, rope: true, ..small }, 512, 0, None, 4),
+        ];
+        let dq = |q: &Q8Tensor| -> Vec<f64> { (0..q.blocks()).flat_map(|b| q.block(b).dequantize().map(|v| v as f64)).collect() };
+        let matvec = |w: &[f64], n: usize, k: usize, x: &[f64]| -> Vec<f64> { (0..n).map(|i| w[i * k..(i + 1) * k].iter().zip(x).map(|(a, b)| a * b).sum()).collect() };
+        for (spec, hidden, pos, stale, want_parts) in cases {
+            let (d, ring) = (spec.dim, spec.context);
+            let what = format!("dim {d}, {} heads, ring {ring}, rope {}, pos {pos}", spec.heads, spec.rope);
+            let mut start = rings_at(&mut rng, &spec, if spec.rope { pos } else { ring.max(pos) }, None);
+            if let Some(s) = stale {
+                start.pos[s % ring] = INVALID_POS;
+            }
+            let mut qkv = rng.vec(3 * d);
+            qkv[..d].iter_mut().for_each(|v| *v *= 6.0);
+            let scaled = |rng: &mut Lcg, n: usize, s: f32| -> Vec<f32> { rng.vec(n).iter().map(|v| v * s).collect() };
+            let wo = Q8Tensor::from_f32("out_proj", d, d, &scaled(&mut rng, d * d, 0.05)).unwrap();
+            let w1 = Q8Tensor::from_f32("linear_in", 2 * hidden, d, &scaled(&mut rng, 2 * hidden * d, 0.05)).unwrap();
+            let w2 = Q8Tensor::from_f32("linear_out", d, hidden, &scaled(&mut rng, d * hidden, 0.03)).unwrap();
+            let x0 = rng.vec(d);
+            let alpha: Vec<f32> = rng.vec(d).iter().map(|v| 1.0 + 0.5 * v).collect();
+            let eps = 1e-8f32;
+
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: pos as u32, first: (pos == 0) as u32, ..Default::default() }));
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_q8_dot(Q8Dot::I8);
+            let g = b.attention_out_proj_group(&spec).unwrap_or_else(|| panic!("{what}: attention_out_proj does not take it"));
+            assert_eq!(spec.heads / g, want_parts, "{what}: partial rows");
+            let rings = [
+                ctx.storage_bytes("k_ring", &ring_bytes(&start.k, false)).unwrap(),
+                ctx.storage_bytes("v_ring", &ring_bytes(&start.v, false)).unwrap(),
+                ctx.storage_bytes("pos_ring", bytemuck::cast_slice(&start.pos)).unwrap(),
+            ];
+            let up = |q: &Q8Tensor| (ctx.storage_bytes("quants", q.quants_bytes()).unwrap(), ctx.storage_bytes("scales", q.scales_bytes()).unwrap());
+            let ((qo, so), (q1, s1), (q2, s2)) = (up(&wo), up(&w1), up(&w2));
+            // the residual row with room for the partial rows (stale values: each is
+            // written whole)
+            let mut xbuf = x0.clone();
+            xbuf.extend(rng.vec(want_parts * d));
+            let x = Tensor { buf: ctx.storage_f32("x", &xbuf).unwrap(), shape: vec![1, d] };
+            let qkv_t = Tensor { buf: ctx.storage_f32("qkv", &qkv).unwrap(), shape: vec![1, 3 * d] };
+            let ab = ctx.storage_f32("alpha", &alpha).unwrap();
+            let hrow = b.gated_row("h", hidden).unwrap();
+            let parts = b.attention_out_proj("attn", &spec, &qkv_t, &frame, &rings, (&qo, &so), &x).unwrap();
+            assert_eq!(parts, want_parts, "{what}");
+            // the partial rows before the FFN reads them
+            let partials = ctx.zeros("partials copy", parts * d).unwrap();
+            let (plan_a, _, _) = b.finish();
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_q8_dot(Q8Dot::I8);
+            b.q8_linear_gate("linear_in", (&q1, &s1), (2 * hidden, d), NormInput::RawPartials(&x, &ab, eps, parts), &hrow).unwrap();
+            b.q8_linear_from_gated("linear_out", (&q2, &s2), (d, hidden), &hrow, &x, parts, None).unwrap();
+            let (plan_b, _, _) = b.finish();
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan_a.record(&mut pass);
+            }
+            enc.copy_buffer_to_buffer(&x.buf, (d * 4) as u64, &partials, 0, (parts * d * 4) as u64);
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                plan_b.record(&mut pass);
+            }
+            ctx.queue.submit([enc.finish()]);
+
+            let mut cpu = start.clone();
+            let attn = oracle(&spec, &mut cpu, &qkv, pos, false);
+            let proj = matvec(&dq(&wo), d, d, &attn);
+            let got_parts = ctx.read_f32(&partials, parts * d).await.unwrap();
+            let sum: Vec<f32> = (0..d).map(|i| (0..parts).map(|j| got_parts[j * d + i]).sum()).collect();
+            let tol = if spec.rope { 2e-5 + 6e-8 * pos as f64 } else { 1e-5 };
+            let e = rel_err(&sum, &proj);
+            assert!(e < tol, "{what}: out_proj of the attention (the partial rows' sum) relative error {e:e}");
+            let h1: Vec<f64> = x0.iter().zip(&proj).map(|(a, p)| *a as f64 + p).collect();
+            let inv = 1.0 / (eps as f64 + h1.iter().map(|v| v * v).sum::<f64>() / d as f64).sqrt();
+            let normed: Vec<f64> = h1.iter().zip(&alpha).map(|(v, a)| v * *a as f64 * inv).collect();
+            let gu = matvec(&dq(&w1), 2 * hidden, d, &normed);
+            let silu = |v: f64| v / (1.0 + (-v).exp());
+            let hid: Vec<f64> = (0..hidden).map(|j| silu(gu[j]) * gu[hidden + j]).collect();
+            let want: Vec<f64> = matvec(&dq(&w2), d, hidden, &hid).iter().zip(&h1).map(|(f, h)| f + h).collect();
+            let got = ctx.read_f32(&x.buf, d).await.unwrap();
+            // the i8 kernel's inputs carry 1.5e-5 relative (tests/q8_linear.rs), twice over
+            let e = rel_err(&got, &want);
+            assert!(e < tol + 8e-5, "{what}: residual after the FFN relative error {e:e}");
+            let slot = pos % ring;
+            let k = read_ring(&ctx, &rings[0], ring * d, false).await;
+            let v = read_ring(&ctx, &rings[1], ring * d, false).await;
+            let p: Vec<u32> = ctx.read_f32(&rings[2], ring).await.unwrap().iter().map(|f| f.to_bits()).collect();
+            let want_k: Vec<f64> = cpu.k[slot * d..(slot + 1) * d].iter().map(|v| *v as f64).collect();
+            let ek = rel_err(&k[slot * d..(slot + 1) * d], &want_k);
+            assert!(ek <= if spec.rope { 1e-6 + 3e-8 * pos as f64 } else { 0.0 }, "{what}: pushed key relative error {ek:e}");
+            assert_eq!(&v[slot * d..(slot + 1) * d], &cpu.v[slot * d..(slot + 1) * d], "{what}: pushed value");
+            assert_eq!(p, cpu.pos, "{what}: position ring");
+            let others = |a: &[f32], b: &[f32]| a.iter().zip(b).enumerate().all(|(i, (x, y))| i / d == slot || x == y);
+            assert!(others(&k, &start.k) && others(&v, &start.v), "{what}: a ring slot other than {slot} changed");
+            println!("{what}: {parts} partial rows, residual relative error {e:e}");
+        }
+        ctx.take_error().unwrap();
+    });
+}

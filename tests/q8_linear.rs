@@ -267,7 +267,7 @@ fn gated_ffn_rows_match_the_oracle() {
                 let next = b.normed_row("next", n).unwrap();
                 let norm = if prepared { NormInput::Prepared(&row, eps) } else { NormInput::Raw(&xt, &ab, eps) };
                 b.q8_linear_gate("linear_in", (&q1, &s1), (2 * h, k), norm, &hrow).unwrap();
-                b.q8_linear_from_gated("linear_out", (&q2, &s2), (n, h), &hrow, &y, prepared.then_some((&ab2, &next))).unwrap();
+                b.q8_linear_from_gated("linear_out", (&q2, &s2), (n, h), &hrow, &y, 0, prepared.then_some((&ab2, &next))).unwrap();
                 let (plan, _, _) = b.finish();
                 let mut enc = ctx.device.create_command_encoder(&Default::default());
                 {

@@ -45,6 +45,14 @@ macro_rules! kernel {
             bindings: &[$($b),*],
         };
     };
+    // the same under a pipeline name of its own (one source, two preludes)
+    ($id:ident, $label:literal = $prelude:literal + $name:literal, [$($b:expr),*]) => {
+        pub const $id: Kernel = Kernel {
+            name: $label,
+            source: concat!(include_str!(concat!("../../shaders/", $prelude, ".wgsl")), include_str!(concat!("../../shaders/", $name, ".wgsl"))),
+            bindings: &[$($b),*],
+        };
+    };
 }
 
 kernel!(CONV1D_TILED, "conv1d_common" + "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
@@ -61,13 +69,15 @@ kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small", [R, RW, RW, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split", [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION_COMBINE, "attention_combine", [R, RW, U, U]);
+kernel!(ATTENTION_OUT_PROJ, "attention_out_proj", [R, R, R, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4, "q8_partials_none" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = "q8_partials" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -79,8 +89,8 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
-    ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
+    ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
+    Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PARTIALS, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -213,6 +223,23 @@ pub(crate) struct RopeAttentionParams {
     pub t: u32,
 }
 
+/// The parameters of `attention_out_proj`: those of `rope_attention_small`, then the heads
+/// a workgroup attends (`group`) and the output rows it dots with their columns (`rows`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct AttentionOutProjParams {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
+    pub group: u32,
+    pub rows: u32,
+    pub _pad: [u32; 3],
+}
+
 /// The parameters of `rope_attention_split` and `attention_combine`: those of
 /// `rope_attention`, then the most positions per workgroup (`chunk`, which sets the splits
 /// of the dispatch), the fewest a workgroup takes of a partly filled window (`least`) and
@@ -290,12 +317,15 @@ pub(crate) struct Q8MatvecParams {
     pub y_stride: u32,
     /// 0: x as it is, 1: SiLU-gated pairs, 2: RMSNorm of x, 3: a row already times its
     /// RMSNorm gain followed by `parts` partial sums of its squares, 4: a row the i8
-    /// kernel's mode 3 wrote quantized (that kernel only)
+    /// kernel's mode 3 wrote quantized, 5: the RMSNorm of x plus the `partials` rows behind
+    /// it (4 and 5: that kernel only)
     pub input: u32,
     pub lanes: u32,
     pub eps: f32,
     pub parts: u32,
-    pub _pad: u32,
+    /// The partial rows behind the residual row (`attention_out_proj`'s): input 5 adds them
+    /// into its input, a residual add (mode 1 or 2, one row) into its output (i8 kernel only)
+    pub partials: u32,
 }
 
 /// Output rows per row group of `q8_matvec` (`RT` in the shader).
@@ -353,6 +383,7 @@ const _: () = {
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<RopeAttentionParams>() == 32);
+    assert!(std::mem::size_of::<AttentionOutProjParams>() == 48);
     assert!(std::mem::size_of::<SplitAttentionParams>() == 48);
     assert!(std::mem::size_of::<VqEncodeParams>() == 32);
     assert!(std::mem::size_of::<VqDecodeParams>() == 16);

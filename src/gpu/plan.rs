@@ -413,6 +413,8 @@ enum Q8Input {
     Prenormed(f32, usize),
     /// A [`GatedRow`] the i8 kernel wrote already quantized (`p.input 4`)
     Packed,
+    /// [`NormInput::RawPartials`]: eps, partial rows (`p.input 5`)
+    NormedPartials(f32, usize),
 }
 
 /// What a Q8_0 linear does with its outputs (`p.mode` of the kernels).
@@ -447,6 +449,9 @@ pub struct GatedRow {
 pub enum NormInput<'b> {
     Raw(&'b Tensor, &'b wgpu::Buffer, f32),
     Prepared(&'b NormedRow, f32),
+    /// [`Self::Raw`] of the row `x` plus the partial rows [`PlanBuilder::attention_out_proj`]
+    /// wrote behind it (their count last): the i8 kernel only.
+    RawPartials(&'b Tensor, &'b wgpu::Buffer, f32, usize),
 }
 
 /// Whether plans take a SiLU-gated FFN's gate as `linear_out` reads the `[gate; up]` row
@@ -823,6 +828,8 @@ pub struct PlanBuilder<'a> {
     q8: Q8Kernel,
     q8_dot: Q8Dot,
     attention: AttentionKernel,
+    /// Whether a short window's attention goes into out_proj ([`Self::attention_out_proj`])
+    out_proj_fused: bool,
     conv: ConvKernel,
     /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
     /// before it ([`Self::prefetch`]); 0: none
@@ -861,6 +868,25 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
     }
 }
 
+/// Whether plans take a short window's attention into its out_proj where
+/// [`PlanBuilder::attention_out_proj_group`] says it fits: `INFERENCELAYER_OUT_PROJ=apart`
+/// keeps the two dispatches (for measurements), `fused` or unset takes it; any other value
+/// is an [`Error::Input`]. On the web always fused.
+pub fn out_proj_fused_from_env() -> Result<bool> {
+    if cfg!(target_arch = "wasm32") {
+        return Ok(true);
+    }
+    match std::env::var("INFERENCELAYER_OUT_PROJ").as_deref().map(str::trim) {
+        Err(_) | Ok("") | Ok("fused") => Ok(true),
+        Ok("apart") => Ok(false),
+        Ok(v) => Err(Error::Input(format!("INFERENCELAYER_OUT_PROJ must be fused or apart, got {v:?}"))),
+    }
+}
+
+/// Most partial rows a residual row holds behind it for the i8 kernel
+/// (`shaders/q8_partials.wgsl`'s `MAX_PARTIALS`).
+pub const MAX_PARTIALS: usize = 8;
+
 fn grid_for(groups: usize) -> [u32; 2] {
     let g = groups.max(1) as u32;
     if g <= 65535 {
@@ -881,8 +907,10 @@ impl<'a> PlanBuilder<'a> {
     /// [`Q8Kernel::from_env`], their dot products as [`Q8Dot::from_env`] says (the f32
     /// kernel where the WGSL of the device lacks `dot4I8Packed`:
     /// [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention steps on
-    /// [`AttentionKernel::from_env`] (an [`Error::Input`] for a bad `INFERENCELAYER_Q8_LANES`,
-    /// `INFERENCELAYER_Q8_DOT` or `INFERENCELAYER_ATTENTION`).
+    /// [`AttentionKernel::from_env`], a short window's attention into its `out_proj` as
+    /// [`out_proj_fused_from_env`] says (an [`Error::Input`] for a bad
+    /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION` or
+    /// `INFERENCELAYER_OUT_PROJ`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -900,6 +928,7 @@ impl<'a> PlanBuilder<'a> {
                 dot => dot,
             },
             attention: AttentionKernel::from_env()?,
+            out_proj_fused: out_proj_fused_from_env()?,
             conv: ConvKernel::Auto,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
         })
@@ -1506,6 +1535,94 @@ impl<'a> PlanBuilder<'a> {
         Ok(out)
     }
 
+    /// The heads a workgroup of [`Self::attention_out_proj`] attends for `spec`'s attention
+    /// of one new position (`G`: a power of two dividing the heads, the most with `G` times
+    /// the window's vec4s at most 256 and `G hd` at most 256), or `None` where the fused
+    /// kernel does not take it: a window past `rope_attention_small`'s (over 32 positions),
+    /// heads not a multiple of 4 wide, `G hd` not a multiple of 16, more partial rows than
+    /// [`MAX_PARTIALS`], the f32 kernel ([`Q8Dot::F32`]), or `INFERENCELAYER_OUT_PROJ=apart`.
+    pub fn attention_out_proj_group(&self, spec: &TransformerSpec) -> Option<usize> {
+        let (dim, heads) = (spec.dim, spec.heads);
+        if !self.out_proj_fused || self.q8_dot != Q8Dot::I8 || heads == 0 || dim % heads != 0 || (dim / heads) % 4 != 0 {
+            return None;
+        }
+        let (hd4, window) = (dim / heads / 4, spec.context.max(1));
+        if self.attention.dispatch(4 * hd4, window) != AttentionDispatch::Small {
+            return None;
+        }
+        let mut g = 1;
+        while heads % (2 * g) == 0 && 2 * g * window * hd4 <= 256 && 2 * g * hd4 <= 64 {
+            g *= 2;
+        }
+        let units = g * hd4 / 4;
+        let fits = dim % 32 == 0 && window * hd4 * g <= 256 && g * hd4 <= 64 && (g * hd4) % 4 == 0 && 256 % units == 0 && dim % (256 / units) == 0 && heads / g <= MAX_PARTIALS;
+        fits.then_some(g)
+    }
+
+    /// A transformer layer's self-attention over a short window for one new position and its
+    /// `out_proj` (`w`: Q8_0 `[dim, dim]`, bias-free) in one dispatch
+    /// (`shaders/attention_out_proj.wgsl`): the attention of `rope_attention_small` (rotary,
+    /// KV push into `rings`, the window of [`Self::rope_attention_at`]), and each group of
+    /// `G` heads ([`Self::attention_out_proj_group`]) dotted with its columns of `out_proj`
+    /// into a partial row of its own behind the residual row `x` `[1, dim]`, in the same
+    /// buffer. Returns the number of partial rows (`heads / G`): the residual's next readers
+    /// add them in ([`NormInput::RawPartials`] for the FFN's `linear_in`, the `partials` of
+    /// [`Self::q8_linear_from_gated`] for its `linear_out`), so that `x + out_proj(attn)` is
+    /// never written apart. One dispatch of `[dim / rows, heads / G]` workgroups where
+    /// `rope_attention_at` and `q8_linear` took two. [`Error::Config`] where the shape does
+    /// not fit the kernel or `x`'s buffer has no room for the partial rows
+    /// (moshi.modules.transformer StreamingMultiheadAttention: attention then `out_proj`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_out_proj(
+        &mut self,
+        label: &str,
+        spec: &TransformerSpec,
+        qkv: &Tensor,
+        frame: &wgpu::Buffer,
+        rings: &[wgpu::Buffer; 3],
+        (quants, scales): (&wgpu::Buffer, &wgpu::Buffer),
+        x: &Tensor,
+    ) -> Result<usize> {
+        let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
+        let Some(g) = self.attention_out_proj_group(spec) else {
+            return Err(Error::config(label, format!("attention of dim {dim}, {heads} heads over {ring} positions does not fit attention_out_proj")));
+        };
+        let parts = heads / g;
+        if qkv.shape != [1, 3 * dim] || x.len() != dim || x.buf.size() < ((1 + parts) * dim * 4) as u64 {
+            return Err(Error::config(
+                label,
+                format!("attention_out_proj takes qkv [1, {}] and a row [1, {dim}] with room for {parts} partial rows behind it, got {:?} and {:?} in {} bytes", 3 * dim, qkv.shape, x.shape, x.buf.size()),
+            ));
+        }
+        let hd = dim / heads;
+        let units = g * hd / 16;
+        let rows = 256 / units;
+        let [k_ring, v_ring, pos_ring] = rings;
+        let p = AttentionOutProjParams {
+            dim: dim as u32,
+            heads: heads as u32,
+            ring: ring as u32,
+            context: spec.context as u32,
+            scale: (1.0 / (hd as f64).sqrt()) as f32,
+            freq_coef: (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32,
+            rope: spec.rope as u32,
+            group: g as u32,
+            rows: rows as u32,
+            _pad: [0; 3],
+        };
+        let pb = self.params(label, &p);
+        if quants.size() + scales.size() <= self.prefetch_max {
+            self.prefetch(label, quants, scales)?;
+        }
+        self.step(
+            &ATTENTION_OUT_PROJ,
+            format!("{label} attention+out_proj"),
+            &[quants, scales, &qkv.buf, k_ring, v_ring, pos_ring, &x.buf, &pb, frame],
+            [(dim / rows) as u32, parts as u32],
+        );
+        Ok(parts)
+    }
+
     /// A residual VQ encode of `levels` levels of `codebook` `[levels, bins, dim]`:
     /// `residuals` `[levels, dim]` holds the input in row 0 (rows 1.. receive each next
     /// level's residual); the nearest entry of each level goes to `codes[slot + l]`
@@ -1728,6 +1845,15 @@ impl<'a> PlanBuilder<'a> {
                 }
                 Ok((row.buf.clone(), Q8Input::Prenormed(eps, k / 4), dummy))
             }
+            NormInput::RawPartials(x, alpha, eps, parts) => {
+                if x.len() != k || parts > MAX_PARTIALS || x.buf.size() < ((1 + parts) * k * 4) as u64 || self.q8_dot != Q8Dot::I8 {
+                    return Err(Error::config(
+                        label,
+                        format!("an RMSNorm-fused linear of a row with partial rows takes one row of {k} with at most {MAX_PARTIALS} behind it, on the i8 kernel; got {:?} with {parts}", x.shape),
+                    ));
+                }
+                Ok((x.buf.clone(), Q8Input::NormedPartials(eps, parts), alpha.clone()))
+            }
         }
     }
 
@@ -1778,9 +1904,12 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// A SiLU-gated FFN's `linear_out` (`W` `[n, k]`) from the hidden row
-    /// [`Self::q8_linear_gate`] wrote, added to the residual row `y` `[1, n]`; with `next`
-    /// (the next RMSNorm's gain `[n]` and a row of width `n`) also preparing that norm as
+    /// [`Self::q8_linear_gate`] wrote, added to the residual row `y` `[1, n]` together with
+    /// the `partials` rows behind it in its buffer ([`Self::attention_out_proj`]'s; 0 for
+    /// none, at most [`MAX_PARTIALS`], the i8 kernel only); with `next` (the next RMSNorm's
+    /// gain `[n]` and a row of width `n`) also preparing that norm as
     /// [`Self::q8_linear_residual`] does.
+    #[allow(clippy::too_many_arguments)]
     pub fn q8_linear_from_gated(
         &mut self,
         label: &str,
@@ -1788,10 +1917,14 @@ impl<'a> PlanBuilder<'a> {
         (n, k): (usize, usize),
         row: &GatedRow,
         y: &Tensor,
+        partials: usize,
         next: Option<(&wgpu::Buffer, &NormedRow)>,
     ) -> Result<()> {
         if row.dim != k || y.len() != n || next.is_some_and(|(_, r)| r.dim != n) {
             return Err(Error::config(label, format!("a linear_out [{n}, {k}] takes a gated row of {k} into y [1, {n}], got {} and {:?}", row.dim, y.shape)));
+        }
+        if partials > 0 && (partials > MAX_PARTIALS || y.buf.size() < ((1 + partials) * n * 4) as u64 || self.q8_dot != Q8Dot::I8) {
+            return Err(Error::config(label, format!("a residual add takes at most {MAX_PARTIALS} partial rows behind its row, on the i8 kernel; got {partials} behind {:?}", y.shape)));
         }
         if row.packed && self.q8_dot != Q8Dot::I8 {
             return Err(Error::config(label, "a gated row quantized for the i8 kernel cannot feed the f32 kernel"));
@@ -1802,11 +1935,32 @@ impl<'a> PlanBuilder<'a> {
             Some((alpha, r)) => (alpha, Q8Out::AddNormed(&r.buf)),
             None => (&dummy, Q8Out::Add),
         };
-        self.q8_matvec(label, w, (n, k), 1, (&row.buf, 0), (input, alpha), (&y.buf, 0, n), out)
+        self.q8_matvec_partials(label, w, (n, k), 1, (&row.buf, 0), (input, alpha), (&y.buf, 0, n), out, partials)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn q8_matvec(
+        &mut self,
+        label: &str,
+        w: (&wgpu::Buffer, &wgpu::Buffer),
+        nk: (usize, usize),
+        t: usize,
+        x: (&wgpu::Buffer, usize),
+        input: (Q8Input, &wgpu::Buffer),
+        y: (&wgpu::Buffer, usize, usize),
+        out: Q8Out<'_>,
+    ) -> Result<()> {
+        let partials = match input.0 {
+            Q8Input::NormedPartials(_, parts) => parts,
+            _ => 0,
+        };
+        self.q8_matvec_partials(label, w, nk, t, x, input, y, out, partials)
+    }
+
+    /// [`Self::q8_matvec`] whose residual add (or, for [`Q8Input::NormedPartials`], input)
+    /// also takes the `partials` rows behind the row: on the i8 kernel's pipeline with them.
+    #[allow(clippy::too_many_arguments)]
+    fn q8_matvec_partials(
         &mut self,
         label: &str,
         (quants, scales): (&wgpu::Buffer, &wgpu::Buffer),
@@ -1816,6 +1970,7 @@ impl<'a> PlanBuilder<'a> {
         (input, alpha): (Q8Input, &wgpu::Buffer),
         (y, y_offset, y_stride): (&wgpu::Buffer, usize, usize),
         out: Q8Out<'_>,
+        partials: usize,
     ) -> Result<()> {
         if k % 32 != 0 || n % Q8_ROWS_PER_GROUP != 0 {
             return Err(Error::config(label, format!("Q8_0 linears need rows a multiple of 32 wide and a multiple of 4 of them, got [{n}, {k}]")));
@@ -1835,7 +1990,11 @@ impl<'a> PlanBuilder<'a> {
             Q8Input::Normed(eps) => (2, eps, 0),
             Q8Input::Prenormed(eps, parts) => (3, eps, parts as u32),
             Q8Input::Packed => (4, 0.0, 0),
+            Q8Input::NormedPartials(eps, _) => (5, eps, 0),
         };
+        if partials > 0 && (self.q8_dot != Q8Dot::I8 || partials > MAX_PARTIALS || t != 1) {
+            return Err(Error::config(label, format!("partial rows ({partials}) are the i8 kernel's, at most {MAX_PARTIALS} behind one row")));
+        }
         let (out_mode, norm_out) = match out {
             Q8Out::Write => (0, None),
             Q8Out::Add => (1, None),
@@ -1854,7 +2013,7 @@ impl<'a> PlanBuilder<'a> {
             lanes: d.lanes as u32,
             eps,
             parts,
-            _pad: 0,
+            partials: partials as u32,
         };
         let pb = self.params(label, &p);
         // Without a norm row to write, the kernel's output binding gets one of the unused
@@ -1866,6 +2025,7 @@ impl<'a> PlanBuilder<'a> {
         };
         let norm_out = norm_out.unwrap_or(&dummy);
         let kernel = match self.q8_dot {
+            Q8Dot::I8 if partials > 0 => &Q8_MATVEC_DOT4_PARTIALS,
             Q8Dot::I8 => &Q8_MATVEC_DOT4,
             Q8Dot::F32 => &Q8_MATVEC,
         };

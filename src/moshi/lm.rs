@@ -196,7 +196,7 @@ impl Lm {
 
         // temporal: x = sum of the 16 audio embeddings + the text embedding
         let (emb, text_emb) = (&w.emb, &w.text_emb);
-        let x = b.tensor("transformer.x", &[1, d])?;
+        let x = w.transformer.residual_row(&b, "transformer.x")?;
         b.embed_sum("emb", emb, (c.n_q, c.card + 1, d), &in_tokens, 1, &x.buf, false)?;
         b.embed_sum("text_emb", text_emb, (1, c.text_card + 1, d), &in_tokens, 0, &x.buf, true)?;
         let rings = w.transformer.plan_state(&mut b)?;
@@ -234,7 +234,7 @@ impl Lm {
         // Each step's input projection depends on the temporal output only: all of them go
         // first, each into a row of its own, so that they share no buffer they write and no
         // barrier separates them (they run side by side, beside the text draw).
-        let ys = (0..c.dep_q).map(|k| b.tensor(&format!("depformer.x{k}"), &[1, dd])).collect::<Result<Vec<_>>>()?;
+        let ys = (0..c.dep_q).map(|k| w.depformer.residual_row(&b, &format!("depformer.x{k}"))).collect::<Result<Vec<_>>>()?;
         for (k, y) in ys.iter().enumerate() {
             let win = &w.depformer_in[k];
             let win_w = (&win.quants, &win.scales);

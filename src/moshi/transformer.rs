@@ -301,8 +301,30 @@ impl GpuTransformer {
         lm_attention_spec(self.dim, self.heads, self.context, self.max_period, self.rope)
     }
 
+    /// The partial rows a layer's attention and `out_proj` leave behind the residual row in
+    /// `b`'s plans ([`PlanBuilder::attention_out_proj`], where it takes this stack's
+    /// attention and `linear_in` gates in its epilogue); 0 where `out_proj` adds into the
+    /// row itself.
+    fn partial_rows(&self, b: &PlanBuilder<'_>) -> usize {
+        if gate_in_linear_out() {
+            return 0;
+        }
+        b.attention_out_proj_group(&self.spec()).map_or(0, |g| self.heads / g)
+    }
+
+    /// GPU: a residual row `[1, dim]` for [`Self::plan_step`], its buffer with room behind
+    /// the row for the partial rows the plans of `b` leave there (none where they leave
+    /// none).
+    pub fn residual_row(&self, b: &PlanBuilder<'_>, label: &str) -> Result<Tensor> {
+        let rows = 1 + self.partial_rows(b);
+        let t = b.tensor(label, &[rows, self.dim])?;
+        Ok(Tensor { buf: t.buf, shape: vec![1, self.dim] })
+    }
+
     /// GPU plan: one position of `x` `[1, dim]` in place with the weights of `step`, at the
-    /// position held by `frame` (a `FrameParams` uniform), over `rings`.
+    /// position held by `frame` (a `FrameParams` uniform), over `rings`. Where the plans
+    /// take a short window's attention into `out_proj` ([`PlanBuilder::attention_out_proj`]:
+    /// the depformer), `x` must come from [`Self::residual_row`].
     ///
     /// With `fuse` every RMSNorm after the first is prepared by the residual add before it
     /// ([`PlanBuilder::q8_linear_residual`]: the new row times the norm's gain and partial
@@ -333,6 +355,10 @@ impl GpuTransformer {
         } else {
             Ffn::Gated(b.gated_row(&format!("{}.h", self.name), self.hidden)?)
         };
+        let partials = if fuse { 0 } else { self.partial_rows(b) };
+        if partials > 0 && x.buf.size() < ((1 + partials) * d * 4) as u64 {
+            return Err(Error::config(&self.name, format!("the residual row of a plan that takes attention into out_proj needs room for {partials} partial rows behind it (GpuTransformer::residual_row)")));
+        }
         let rows = if fuse {
             Some([b.normed_row(&format!("{}.norm1_row", self.name), d)?, b.normed_row(&format!("{}.norm2_row", self.name), d)?])
         } else {
@@ -345,9 +371,16 @@ impl GpuTransformer {
             let (wi, wo, gi, go) = (&w.in_proj, &w.out_proj, &w.linear_in, &w.linear_out);
             let Some([row1, row2]) = &rows else {
                 b.q8_linear_normed(&format!("{p}.in_proj"), (&wi.quants, &wi.scales), (3 * d, d), (x, n1, RMS_EPS), (&qkv.buf, 0, 3 * d), false)?;
+                if partials > 0 {
+                    // attention and out_proj in one dispatch, its partial rows added in by
+                    // linear_in (into its input) and linear_out (into the residual)
+                    let parts = b.attention_out_proj(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li], (&wo.quants, &wo.scales), x)?;
+                    self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::RawPartials(x, n2, RMS_EPS, parts), None, parts)?;
+                    continue;
+                }
                 let attn = b.rope_attention_at(&format!("{p}.self_attn"), &spec, &qkv, frame, &rings[li])?;
                 b.q8_linear(&format!("{p}.out_proj"), (&wo.quants, &wo.scales), (d, d), 1, (&attn.buf, 0), (&x.buf, 0, d), true)?;
-                self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Raw(x, n2, RMS_EPS), None)?;
+                self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Raw(x, n2, RMS_EPS), None, 0)?;
                 continue;
             };
             if li == 0 {
@@ -361,13 +394,14 @@ impl GpuTransformer {
                 Some(l) => Some((&l[step].norm1, row1)),
                 None => out_norm,
             };
-            self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Prepared(row2, RMS_EPS), next)?;
+            self.plan_ffn(b, &p, (gi, go), &ffn, x, NormInput::Prepared(row2, RMS_EPS), next, 0)?;
         }
         Ok(())
     }
 
-    /// One layer's gated FFN, added to the residual row `x`: `linear_in` of the norm `norm`
-    /// gives, then `linear_out` (with `next`, also preparing the next RMSNorm into its row).
+    /// One layer's gated FFN, added to the residual row `x` (with the `partials` rows behind
+    /// it): `linear_in` of the norm `norm` gives, then `linear_out` (with `next`, also
+    /// preparing the next RMSNorm into its row).
     #[allow(clippy::too_many_arguments)]
     fn plan_ffn(
         &self,
@@ -378,6 +412,7 @@ impl GpuTransformer {
         x: &Tensor,
         norm: NormInput<'_>,
         next: Option<(&wgpu::Buffer, &NormedRow)>,
+        partials: usize,
     ) -> Result<()> {
         let (gi_w, go_w) = ((&gi.quants, &gi.scales), (&go.quants, &go.scales));
         let (n_in, n_out) = ((2 * self.hidden, self.dim), (self.dim, self.hidden));
@@ -385,13 +420,14 @@ impl GpuTransformer {
         match ffn {
             Ffn::Gated(h) => {
                 b.q8_linear_gate(&li, gi_w, n_in, norm, h)?;
-                b.q8_linear_from_gated(&lo, go_w, n_out, h, x, next)
+                b.q8_linear_from_gated(&lo, go_w, n_out, h, x, partials, next)
             }
             Ffn::Pair(g) => {
                 let y = (&g.buf, 0, 2 * self.hidden);
                 match norm {
                     NormInput::Raw(xr, alpha, eps) => b.q8_linear_normed(&li, gi_w, n_in, (xr, alpha, eps), y, false)?,
                     NormInput::Prepared(row, eps) => b.q8_linear_prenormed(&li, gi_w, n_in, (row, eps), y, false)?,
+                    NormInput::RawPartials(..) => return Err(Error::config(p, "partial rows behind the residual go with linear_in's gate (GatedRow)")),
                 }
                 match next {
                     Some(next) => b.q8_linear_residual(&lo, go_w, n_out, true, &g.buf, x, next),
