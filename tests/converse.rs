@@ -137,6 +137,33 @@ fn converse_short_reply_wav() {
     assert!(pcm.iter().any(|&s| s != 0), "the reply is not silent");
 }
 
+/// Standard output closed by its reader before the reply is printed (`converse ... | head
+/// -c1`): no panic, the WAV and the tokens are written all the same, status 0.
+#[test]
+fn converse_writes_its_files_when_stdout_is_closed() {
+    use std::process::{Command, Stdio};
+    let (wav, tokens) = (path("closed.wav"), path("closed_tokens.npy"));
+    let codes = golden("moshi_user_codes.npy");
+    let spm = golden("spm_test.model");
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| std::env::temp_dir().into_os_string());
+    let mut child = Command::new(common::cli::BIN)
+        .args(["converse", "--greedy", "--max-frames", "4", "--tokenizer", &spm, "--mimi", mimi(), "--lm", lm(), "--lm-config", LM_CONFIG])
+        .args(["--tokens-out", &tokens, &codes, &wav])
+        .env("XDG_RUNTIME_DIR", xdg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run inferencelayer");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "the binary panicked: {stderr}");
+    assert!(out.status.success(), "status {:?}: {stderr}", out.status);
+    let (_, len) = wav_spec_and_len(&wav);
+    assert_eq!(len, 3 * FRAME);
+    assert_eq!(read_npy_i64(&tokens).0, [3, 9]);
+}
+
 /// The full reply: 63 frames of audio, about 1 to 3 minutes of Mimi decoding on lavapipe.
 #[test]
 #[ignore = "decodes 63 frames with Mimi: minutes on a CPU adapter; run with --ignored on a GPU"]
@@ -232,6 +259,16 @@ fn converse_refuses_bad_input() {
     run_err(&["converse", "--no-audio", "--lm", &codes, "--lm-config", LM_CONFIG, &codes], &["moshi_user_codes.npy", "safetensors"]);
     run_err(&with(&base, &[&path("absent.npy")]), &["absent.npy"]);
     run_err(&with(&base, &["--tokenizer", LM_CONFIG, &codes]), &["moshi_config.json", "tokenizer"]);
+    // a tokenizer of fewer pieces than the LM's text vocabulary: refused before any frame runs
+    let wide_text = path("wide_text.json");
+    let mut c: serde_json::Value = serde_json::from_str(CONFIG_JSON).unwrap();
+    c["text_card"] = 100_000.into();
+    std::fs::write(&wide_text, c.to_string()).unwrap();
+    let spm = golden("spm_test.model");
+    run_err(
+        &["converse", "--greedy", "--no-audio", "--tokenizer", &spm, "--lm", lm(), "--lm-config", &wide_text, &codes],
+        &["spm_test.model", "pieces", "text_card 100000"],
+    );
 
     // audio out needs Mimi and an OUTPUT; --no-audio takes none
     run_err(&["converse", "--lm", lm(), "--lm-config", LM_CONFIG, &codes, &path("x.wav")], &["--mimi"]);

@@ -25,6 +25,15 @@
 //! input is zero-padded, so outputs are a whole number of frames long. Errors print
 //! `error: ...` and exit with status 1.
 
+// Standard output as `println!` writes it, but a closed pipe (`... | head`) neither panics
+// nor stops the command: it goes on to write its files, and its exit status says how it went.
+macro_rules! println {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -804,7 +813,19 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
         Some(path) => {
             let bytes =
                 std::fs::read(path).map_err(|e| file_error(path, format!("cannot read the tokenizer: {e}")))?;
-            Some(TextTokenizer::from_bytes(&bytes).map_err(|e| file_error(path, e))?)
+            let tok = TextTokenizer::from_bytes(&bytes).map_err(|e| file_error(path, e))?;
+            // checked before a frame runs: the LM draws text ids up to text_card - 1
+            if tok.piece_count() < config.text_card {
+                return Err(file_error(
+                    path,
+                    format!(
+                        "the tokenizer has {} pieces, fewer than the LM's text vocabulary (text_card {}): pass the tokenizer that goes with the LM (Moshi 7B's is tokenizer_spm_32k_3.model), or none to print token ids",
+                        tok.piece_count(),
+                        config.text_card
+                    ),
+                ));
+            }
+            Some(tok)
         }
         None => None,
     };
