@@ -102,7 +102,7 @@ case "${1:-main}" in
     scripts/setup.sh
     checkpoint
     say "speech through Mimi on the GPU and back: tests/golden/mimi_input.wav -> out/roundtrip.wav"
-    say "(without a GPU, Mesa's lavapipe emulates one on the CPU: about a second per 80 ms frame)"
+    say "(without a GPU, Mesa's lavapipe emulates one on the CPU: a few seconds per 80 ms frame)"
     "$BIN" roundtrip --checkpoint "$CKPT" tests/golden/mimi_input.wav out/roundtrip.wav
     say "wrote out/roundtrip.wav; a short benchmark (./build.sh bench runs the full one)"
     "$BIN" bench --checkpoint "$CKPT" --frames 10 --warmup 2

@@ -275,4 +275,12 @@ fn converse_refuses_bad_input() {
     run_err(&["converse", "--lm", lm(), "--lm-config", LM_CONFIG, &codes], &["OUTPUT"]);
     run_err(&with(&base, &[&codes, &path("x.wav")]), &["--no-audio"]);
     run_err(&with(&base, &["--max-frames", "0", &codes]), &["--max-frames"]);
+
+    // bench-lm's Mimi for the full-duplex frame, given another geometry's config: refused
+    // at the load, naming the file and the flag
+    let small_mimi = concat!(env!("CARGO_MANIFEST_DIR"), "/www/config/mimi-small.json");
+    run_err(
+        &["bench-lm", "--config", LM_CONFIG, "--frames", "1", "--warmup", "0", "--profile", "0", "--mimi", mimi(), "--mimi-config", small_mimi],
+        &["mimi.safetensors", "--mimi-config"],
+    );
 }

@@ -1,7 +1,7 @@
 //! `inferencelayer`: Kyutai's Mimi codec and Moshi speech LM on the command line, on the GPU
 //! through WebGPU (natively: Vulkan, Metal or DX12; Mesa's lavapipe where there is no GPU).
 //!
-//! - `encode`: a WAV (any rate, any channel count) -> codes `.npy` `[frames, codebooks]` int64;
+//! - `encode`: a WAV (1 kHz to 1 MHz, any channel count) -> codes `.npy` `[frames, codebooks]` int64;
 //! - `decode`: codes `.npy` -> a 24 kHz mono 16-bit WAV;
 //! - `roundtrip`: a WAV -> codes -> a WAV, frame by frame;
 //! - `synthetic-checkpoint`: a seeded synthetic Mimi checkpoint, for trying the tool offline;
@@ -73,7 +73,7 @@ enum Command {
     Encode {
         #[command(flatten)]
         codec: CodecArgs,
-        /// WAV file: 8/16/24/32-bit integer or 32-bit float, any rate, any channel count.
+        /// WAV file: 8/16/24/32-bit integer or 32-bit float, 1 kHz to 1 MHz, any channel count.
         input: PathBuf,
         /// Codes file to write (.npy).
         output: PathBuf,
@@ -91,7 +91,7 @@ enum Command {
     Roundtrip {
         #[command(flatten)]
         codec: CodecArgs,
-        /// WAV file: 8/16/24/32-bit integer or 32-bit float, any rate, any channel count.
+        /// WAV file: 8/16/24/32-bit integer or 32-bit float, 1 kHz to 1 MHz, any channel count.
         input: PathBuf,
         /// WAV file to write (24 kHz mono 16-bit).
         output: PathBuf,
@@ -218,6 +218,10 @@ enum Command {
         /// as `Session::step` runs it.
         #[arg(long)]
         mimi: Option<PathBuf>,
+        /// The configuration of the --mimi checkpoint (JSON, Kyutai's `_mimi_config` keys);
+        /// the released codec by default.
+        #[arg(long, requires = "mimi")]
+        mimi_config: Option<PathBuf>,
         /// The synthetic weights' rule: `hash` (one hash per value, the weights of
         /// `synthetic-lm`) or `fast` (eight Q8_0 quants per hash, about a sixth of the time;
         /// the wasm build's `benchLm` builds the same bits).
@@ -279,7 +283,7 @@ struct ConverseArgs {
     /// Do not decode the reply into audio (no OUTPUT is written; text and tokens only).
     #[arg(long)]
     no_audio: bool,
-    /// The user's speech: a WAV file (any rate, any channel count; encoded with Mimi), or a
+    /// The user's speech: a WAV file (1 kHz to 1 MHz, any channel count; encoded with Mimi), or a
     /// `.npy` integer array [frames, n_q - dep_q] of the user's Mimi codes, each below the
     /// LM's card.
     input: PathBuf,
@@ -946,7 +950,7 @@ async fn bench_lm(
     seed: u64,
     greedy: bool,
     replays: usize,
-    mimi: Option<&Path>,
+    (mimi, mimi_config): (Option<&Path>, Option<&Path>),
     generator: lm_synthetic::Generator,
     json: bool,
 ) -> Result<()> {
@@ -955,6 +959,11 @@ async fn bench_lm(
     }
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
+    // read before the LM is built, so that a bad file is refused at once
+    let mimi_config = match mimi_config {
+        Some(path) => mimi_config_file(path)?,
+        None => MimiConfig::default(),
+    };
 
     let t0 = Instant::now();
     let weights = LmWeights::synthetic_with(&config, seed, generator)?;
@@ -967,7 +976,11 @@ async fn bench_lm(
     let upload_and_plan_s = t0.elapsed().as_secs_f64();
     let mimi_weights = match mimi {
         None => None,
-        Some(path) => Some(stream_file(path, MimiLoader::checked(&MimiConfig::default(), &ctx.info.limits(), None)?, "Mimi", CHUNK).await?.into_weights()?),
+        Some(path) => {
+            let hint = |e| mismatch_hint(e, path, "--mimi-config", "the released codec's");
+            let loader = stream_file(path, MimiLoader::checked(&mimi_config, &ctx.info.limits(), None)?, "Mimi", CHUNK).await.map_err(hint)?;
+            Some(loader.into_weights().map_err(hint)?)
+        }
     };
     let signal = bench_signal()?;
     let setup = bench::LmSetup { seed, greedy, weights: generator.name(), build_weights_s, upload_and_plan_s };
@@ -1082,9 +1095,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Check { lm_config, mimi_config, max_storage_binding, max_buffer, webgpu_defaults, json } => {
             check_command(lm_config.as_deref(), mimi_config.as_deref(), (max_storage_binding, max_buffer, webgpu_defaults), json).await
         }
-        Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, weights, json } => {
+        Command::BenchLm { config, frames, warmup, seed, greedy, profile, mimi, mimi_config, weights, json } => {
             let generator = lm_synthetic::Generator::from_name(&weights)?;
-            bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, mimi.as_deref(), generator, json).await
+            bench_lm(config.as_deref(), frames, warmup, seed, greedy, profile, (mimi.as_deref(), mimi_config.as_deref()), generator, json).await
         }
     }
 }

@@ -1,5 +1,5 @@
 //! `inferencelayer`: the native command-line tool (encode, decode, roundtrip, bench,
-//! synthetic-checkpoint, converse, synthetic-lm, load-lm, bench-lm). See `cli.rs`; on wasm32 there is no command line.
+//! synthetic-checkpoint, converse, synthetic-lm, load-lm, bench-lm, check). See `cli.rs`; on wasm32 there is no command line.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli;
