@@ -177,7 +177,9 @@ export declare class Moshi extends EventTarget {
   constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL; limits?: DeviceLimits });
   /** The capability check from the configs, before anything downloads. */
   checkRequirements(options?: { mimiConfig?: Config; lmConfig?: Config; lm?: boolean }): Promise<CapabilityReport>;
+  /** Rejects while a session runs (stop() it first); what was loaded then stays loaded. */
   load(options: LoadOptions): Promise<LoadedInfo>;
+  /** Mimi alone, for the codec loopback; rejects while a session runs, as load() does. */
   loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;
   start(stream?: MediaStream, options?: StartOptions): Promise<{ sampleRate: number }>;
   stop(options?: { drainMs?: number }): Promise<{ worklet: AudioStats; core: CoreCounts } | null>;

@@ -268,7 +268,8 @@ export class Moshi extends EventTarget {
    * for the released Mimi and Moshi 7B; an optional SentencePiece tokenizer). Resolves to
    * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts. A load replaces
    * what was loaded: the old model is freed first, so after a failed or aborted load nothing is
-   * loaded (`start()` says so) until a load succeeds.
+   * loaded (`start()` says so) until a load succeeds. Rejects while a session runs, before
+   * anything changes: `stop()` it first.
    */
   async load(opts) {
     const w = "Moshi.load";
@@ -284,6 +285,7 @@ export class Moshi extends EventTarget {
       limits: this.limits,
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
+    this.#idle(w);
     this.lastLoad = { moshi: opts, codec: this.lastLoad?.codec };
     // A load replaces the model in the worker: the old one is freed first (two Moshi 7B
     // would not fit one GPU), so if this load fails or is aborted nothing stays loaded.
@@ -306,6 +308,7 @@ export class Moshi extends EventTarget {
       limits: this.limits,
     };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
+    this.#idle(w);
     this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
     this.codecLoaded = null; // as in load(): the old codec is freed before the new one loads
     this.codecLoaded = await this.client.loadWith(fields, how);
@@ -531,6 +534,12 @@ export class Moshi extends EventTarget {
 
   #usable(where) {
     if (this.disposed) throw new Error(`${where}: this Moshi was disposed; create a new one`);
+  }
+
+  // A load while a session runs is refused here, before anything changes: the worker would
+  // refuse it too, but after load() had already forgotten what was loaded.
+  #idle(where) {
+    if (this.running || this.starting) throw new Error(`${where}: a session is running: stop() it before loading new weights`);
   }
 
   #call(where, type) {

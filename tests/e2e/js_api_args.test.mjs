@@ -77,6 +77,20 @@ test("malformed arguments at every entry point are refused, naming the method an
 
   // before load
   for (const method of ["reset", "dropBacklog", "cpuCheck"]) await refuses(`Moshi.${method}`, "before load", "nothing loaded", () => m[method]());
+  // a load while a session runs: refused before the worker hears of it, and what was
+  // loaded stays loaded (the session as start() leaves it, which needs a browser)
+  {
+    const loaded = await m.load(good);
+    const lastLoad = m.lastLoad;
+    m.running = { stand_in: true };
+    await refuses("Moshi.load", "while a session runs", "a session is running", () => m.load(good));
+    await refuses("Moshi.loadCodec", "while a session runs", "a session is running", () => m.loadCodec({ mimi: good.mimi }));
+    assert.equal(m.loaded, loaded, "Moshi.load refused: what was loaded stays loaded");
+    assert.equal(m.lastLoad, lastLoad, "Moshi.load refused: reload() keeps the sources that loaded");
+    m.running = null;
+    await m.load(good);
+    m.loaded = null;
+  }
   await refuses("Moshi.start", "before load", "nothing loaded", () => m.start());
   await refuses("Moshi.start", "loopback before loadCodec", "loadCodec", () => m.start(undefined, { mode: "loopback" }));
   for (const v of [1, "mic", {}, []]) await refuses("Moshi.start", `stream = ${show(v)}`, "`stream`", () => m.start(v), TypeError);
