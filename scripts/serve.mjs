@@ -40,7 +40,16 @@ const server = createServer(async (req, res) => {
   } catch {
     return res.writeHead(404, { "Content-Type": "text/plain" }).end("not found\n");
   }
-  const headers = { "Content-Type": types[extname(file)] || "application/octet-stream", "Accept-Ranges": "bytes" };
+  // a version of the file (its size and modification time), so that a page's stored copy of a
+  // model notices the file changed
+  const headers = {
+    "Content-Type": types[extname(file)] || "application/octet-stream",
+    "Accept-Ranges": "bytes",
+    ETag: `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
+    "Last-Modified": st.mtime.toUTCString(),
+    // with a Last-Modified a browser may otherwise reuse a page file unasked for a while
+    "Cache-Control": "no-cache",
+  };
   const range = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || "");
   let start = 0, end = st.size - 1, status = 200;
   if (range) {

@@ -543,13 +543,32 @@ fn the_block_store_resumes_a_cut_download_and_serves_a_reload() {
     }
     assert_eq!(joined, bytes, "the stored blocks are the file");
 
-    // A reload makes no request at all.
+    // A reload reads the store and asks the network for the last byte only, to check the
+    // file is the one stored.
+    let mut src = Faulty::new(&path, Faults::default());
+    let (r, got) = run_cached(&mut src, &mut store, quick());
+    let rep = r.unwrap();
+    assert_eq!(got.f32, direct(&bytes));
+    assert_eq!((rep.from_cache, rep.requests), (total, 1));
+    assert_eq!(src.opens, vec![total - 1]);
+    // Where the network cannot answer (an error status, offline), the store alone.
     let mut src = Faulty::new(&path, Faults { status: Some((500, 99)), ..Faults::default() });
     let (r, got) = run_cached(&mut src, &mut store, quick());
     let rep = r.unwrap();
     assert_eq!(got.f32, direct(&bytes));
-    assert_eq!((rep.from_cache, rep.requests), (total, 0));
-    assert!(src.opens.is_empty());
+    assert_eq!((rep.from_cache, rep.requests, rep.retries), (total, 0, 0));
+    assert_eq!(src.opens, vec![total - 1]);
+    // A file of another version on the server: the store is cleared and the file downloaded
+    // whole, then stored again.
+    store.file.as_mut().unwrap().version = Some("stored before".into());
+    let mut src = Faulty::new(&path, Faults::default());
+    let (r, got) = run_cached(&mut src, &mut store, quick());
+    let rep = r.unwrap();
+    assert_eq!(got.f32, direct(&bytes));
+    assert_eq!((rep.from_cache, rep.requests), (0, 2));
+    assert_eq!(src.opens, vec![total - 1, 0]);
+    assert_eq!(store.blocks.len() as u64, total.div_ceil(block));
+    assert_ne!(store.file.as_ref().unwrap().version.as_deref(), Some("stored before"));
 
     // An evicted block in the middle: the stored prefix before it, the network after.
     store.blocks.remove(&5);

@@ -507,6 +507,34 @@ impl<'a, K: ByteSink> Driver<'a, K> {
         let block = store.as_deref().map(|s| s.block_size().max(1)).unwrap_or(1);
         let stored_end = known.as_ref().map(|f| (prefix * block).min(f.total)).unwrap_or(0);
 
+        // The whole file stored: ask the network for its last byte only, to notice a file
+        // that changed there since (another length or version); it is then downloaded again.
+        // When the network cannot answer (offline, an error status), the stored copy is used.
+        if let Some(f) = known.clone().filter(|f| stored_end >= f.total && f.total > 0) {
+            self.check_cancel()?;
+            match source.open(f.total - 1).await {
+                Ok(o) => {
+                    self.report.requests += 1;
+                    let same = o.total.is_none_or(|t| t == f.total)
+                        && (f.version.is_none() || o.version.is_none() || f.version == o.version);
+                    if !same {
+                        log::info!("{}: the file changed on the server since it was stored; downloading it again", self.url);
+                        if let Some(s) = store.as_deref_mut() {
+                            if let Err(e) = s.clear().await {
+                                log::warn!("{}: the block store cannot be cleared ({e}); loading without it", self.url);
+                                store = None;
+                            }
+                        }
+                        known = None;
+                        prefix = 0;
+                    }
+                }
+                Err(e @ Error::Aborted { .. }) => return Err(e),
+                Err(e) => log::info!("{}: the stored copy cannot be checked against the server ({e}); using it", self.url),
+            }
+        }
+        let stored_end = if known.is_some() { stored_end } else { 0 };
+
         // Open the network where the stored blocks end (unless they hold the whole file), and
         // check it still serves the file they were cut from.
         let mut body = None;
