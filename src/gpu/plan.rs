@@ -1560,7 +1560,7 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// A transformer layer's self-attention over a short window for one new position and its
-    /// `out_proj` (`w`: Q8_0 `[dim, dim]`, bias-free) in one dispatch
+    /// `out_proj` (Q8_0 `(quants, scales)` `[dim, dim]`, bias-free) in one dispatch
     /// (`shaders/attention_out_proj.wgsl`): the attention of `rope_attention_small` (rotary,
     /// KV push into `rings`, the window of [`Self::rope_attention_at`]), and each group of
     /// `G` heads ([`Self::attention_out_proj_group`]) dotted with its columns of `out_proj`
