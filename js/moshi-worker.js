@@ -44,7 +44,13 @@ async function loadBytes(source, name, signal) {
     total = source.size;
     reader = source.stream().getReader();
   } else {
-    const res = await fetch(String(source), { signal });
+    let res;
+    try {
+      res = await fetch(String(source), { signal });
+    } catch (e) {
+      if (e?.name === "AbortError") throw e;
+      throw new Error(`${name}: cannot fetch ${source} (${e?.message || e}): is the server up and the URL right?`);
+    }
     if (!res.ok) throw new Error(`${name}: ${source} answered HTTP ${res.status}`);
     total = Number(res.headers.get("content-length")) || 0;
     reader = res.body.getReader();

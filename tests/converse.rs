@@ -224,7 +224,7 @@ fn converse_refuses_bad_input() {
     let mut v = vec![1i64; 5 * 8];
     v[2 * 8 + 5] = 64;
     write_npy_i64(&high, &[5, 8], &v);
-    run_err(&with(&base, &[&high]), &["code 64", "frame 2", "codebook 5", "bins = 64"]);
+    run_err(&with(&base, &[&high]), &["high.npy", "code 64", "frame 2", "codebook 5", "bins = 64"]);
     let negative = path("negative.npy");
     write_npy_i64(&negative, &[1, 8], &[0, 0, 0, -1, 0, 0, 0, 0]);
     run_err(&with(&base, &[&negative]), &["code -1", "codebook 3"]);
@@ -276,9 +276,16 @@ fn converse_refuses_bad_input() {
     run_err(&with(&base, &[&codes, &path("x.wav")]), &["--no-audio"]);
     run_err(&with(&base, &["--max-frames", "0", &codes]), &["--max-frames"]);
 
+    // a reduced Mimi with Moshi 7B's config, assumed for want of --lm-config: the error says
+    // which config was assumed
+    let small_mimi = concat!(env!("CARGO_MANIFEST_DIR"), "/www/config/mimi-small.json");
+    run_err(
+        &["converse", "--mimi", mimi(), "--mimi-config", small_mimi, "--lm", lm(), &codes, &path("assumed.wav")],
+        &["card", "without --lm-config", "Moshi 7B's config is assumed"],
+    );
+
     // bench-lm's Mimi for the full-duplex frame, given another geometry's config: refused
     // at the load, naming the file and the flag
-    let small_mimi = concat!(env!("CARGO_MANIFEST_DIR"), "/www/config/mimi-small.json");
     run_err(
         &["bench-lm", "--config", LM_CONFIG, "--frames", "1", "--warmup", "0", "--profile", "0", "--mimi", mimi(), "--mimi-config", small_mimi],
         &["mimi.safetensors", "--mimi-config"],

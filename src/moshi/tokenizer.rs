@@ -138,13 +138,16 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Load a serialized `sentencepiece.ModelProto` (the bytes of a `.model` file).
     ///
-    /// [`Error::Tokenizer`] when the bytes are not a well-formed protobuf (truncated,
+    /// [`Error::Tokenizer`] when the bytes are empty or not a well-formed protobuf (truncated,
     /// bad wire type, field number 0, overlong varint, unbalanced group), when sentencepiece
     /// would refuse the model (no or two unknown pieces, an empty or duplicate piece, a bad
     /// or unexpected byte piece, missing byte pieces, a unigram model without normal
     /// pieces), when a piece or `unk_surface` is not UTF-8, or when `denormalizer_spec`
     /// carries denormalization rules.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        if bytes.is_empty() {
+            return Err(tok_err("the file is empty: a SentencePiece model (.model) holds its pieces, and here no piece has type UNKNOWN"));
+        }
         let proto = parse_model(bytes)?;
         Self::from_proto(proto)
     }

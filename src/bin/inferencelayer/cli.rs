@@ -334,6 +334,15 @@ fn mismatch_hint(e: Error, path: &Path, flag: &str, default: &str) -> Error {
     }
 }
 
+/// A code out of range in a codes file, with the file's name (the other errors of
+/// `audio::read_codes` name it already).
+fn in_file(e: Error, path: &Path) -> Error {
+    match e {
+        Error::CodeOutOfRange { .. } => file_error(path, e),
+        e => e,
+    }
+}
+
 /// Refuse an output that is the input (`roundtrip a.wav a.wav`): writing it would destroy
 /// what is being read.
 fn distinct(input: &Path, output: &Path) -> Result<()> {
@@ -460,7 +469,7 @@ async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
         };
         return Err(file_error(input, format!("the file has {k} codebooks per frame, the codec runs {n_q}: {hint}")));
     }
-    let codes = audio::read_codes(input, n_q, config.quantizer.bins)?;
+    let codes = audio::read_codes(input, n_q, config.quantizer.bins).map_err(|e| in_file(e, input))?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
     let start = Instant::now();
     let mut pcm = Vec::with_capacity(codes.len() * c.mimi.frame_size());
@@ -729,7 +738,7 @@ fn read_user_codes(path: &Path, users: usize, card: usize) -> Result<Vec<Vec<u32
             format!("the file has {k} codes per frame; the LM takes {users} user codes per frame (n_q - dep_q)"),
         ));
     }
-    audio::read_codes(path, users, card)
+    audio::read_codes(path, users, card).map_err(|e| in_file(e, path))
 }
 
 /// Write tokens as `.npy` int64 `[rows, cols]`.
@@ -777,23 +786,30 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
             Some(path) => mimi_config_file(path)?,
             None => MimiConfig::default(),
         };
+        // a config left out is the released model's: say so, since that is the likely cause
+        let assumed = match (&a.lm_config, &a.mimi_config) {
+            (None, None) => "; without --lm-config and --mimi-config, Moshi 7B's and the released Mimi's configs are assumed: pass those the checkpoints were made with",
+            (None, Some(_)) => "; without --lm-config, Moshi 7B's config is assumed: pass the one the LM was made with",
+            (Some(_), None) => "; without --mimi-config, the released Mimi's config is assumed: pass the one Mimi was made with",
+            (Some(_), Some(_)) => "",
+        };
         let n = mc.num_codebooks;
         if !npy_input && n != users {
             return Err(config_error(
                 "num_codebooks",
-                format!("Mimi codes {n} codebooks per frame, the LM takes {users} user streams (n_q - dep_q)"),
+                format!("Mimi codes {n} codebooks per frame, the LM takes {users} user streams (n_q - dep_q){assumed}"),
             ));
         }
         if !a.no_audio && n != config.dep_q {
             return Err(config_error(
                 "num_codebooks",
-                format!("Mimi decodes {n} codebooks per frame, the LM generates dep_q = {}", config.dep_q),
+                format!("Mimi decodes {n} codebooks per frame, the LM generates dep_q = {}{assumed}", config.dep_q),
             ));
         }
         if config.card > mc.quantizer.bins {
             return Err(config_error(
                 "card",
-                format!("the LM's audio card {} is larger than Mimi's {} bins", config.card, mc.quantizer.bins),
+                format!("the LM's audio card {} is larger than Mimi's {} bins{assumed}", config.card, mc.quantizer.bins),
             ));
         }
         Some(mc)
