@@ -93,6 +93,10 @@ case "${1:-main}" in
     scripts/setup.sh
     web_app
     PORT="${PORT:-8080}"
+    # PORT=0 (any free port): pick one here, so that the URLs below name the port served
+    if [ "$PORT" = 0 ]; then
+      PORT=$(node -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+    fi
     say "serving the demo (Ctrl-C to stop):"
     say "  http://127.0.0.1:$PORT/?model=synthetic   the small synthetic model, offline"
     say "  http://127.0.0.1:$PORT/                   Kyutai's published weights from the Hugging Face hub"
