@@ -516,7 +516,8 @@ export class Moshi extends EventTarget {
 
   /** A new conversation (every model stream back to its start); call while stopped. */
   reset() {
-    return this.#call("Moshi.reset", "reset");
+    // the worker answers null: resolve to undefined, as moshi.d.ts types it
+    return this.#call("Moshi.reset", "reset").then(() => undefined);
   }
 
   /** The last loopback's recording and the CPU codec over the same input (for tests). */
@@ -594,7 +595,8 @@ export class MimiCodec {
 
   /** New streams in both directions. */
   reset() {
-    return this.#unusable("MimiCodec.reset") ? reject(this.#unusable("MimiCodec.reset")) : this.client.call("reset");
+    const e = this.#unusable("MimiCodec.reset");
+    return e ? reject(e) : this.client.call("reset").then(() => undefined);
   }
 
   /** End the worker; the codec cannot be used again (a second call does nothing). */

@@ -159,3 +159,15 @@ test("malformed arguments at every entry point are refused, naming the method an
   for (const [k, n] of Object.entries(counts)) console.log(`  ${k.padEnd(20)}${String(n).padStart(5)}`);
   assert.ok(total >= 200, `${total} cases`);
 });
+
+// The worker answers `reset` with null (as the stand-in does): both resets resolve to
+// undefined, as moshi.d.ts types them (`Promise<void>`).
+test("Moshi.reset and MimiCodec.reset resolve to undefined", async () => {
+  const m = new Moshi();
+  await m.load({ mimi: "models/mimi.safetensors", lm: "models/moshi.safetensors" });
+  assert.equal(await m.reset(), undefined, "Moshi.reset");
+  await m.dispose();
+  const c = await MimiCodec.create({ mimi: "models/mimi.safetensors" });
+  assert.equal(await c.reset(), undefined, "MimiCodec.reset");
+  c.dispose();
+});
