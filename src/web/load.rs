@@ -55,25 +55,46 @@ async fn feed<K: ByteSink>(what: &str, source: Source<'_>, mut sink: K) -> Resul
 /// Mimi's weights (safetensors, Kyutai's names) through [`MimiLoader`], for a codec on a
 /// device with `limits`: refused before the source is opened when it cannot fit them.
 pub async fn mimi_weights(config: &MimiConfig, limits: &GpuLimits, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
-    let sink = feed("Mimi checkpoint", source, MimiLoader::checked(config, limits, len)?).await?;
-    sink.into_weights().map_err(|e| context("Mimi checkpoint", e))
+    let sink = feed("Mimi checkpoint", source, MimiLoader::checked(config, limits, len)?).await.map_err(mimi_mismatch)?;
+    sink.into_weights().map_err(|e| mimi_mismatch(context("Mimi checkpoint", e)))
 }
 
 /// The LM's weights (safetensors or GGUF) through [`LmLoader`], into GPU buffers on `ctx`
 /// (refused before the source is opened when the LM cannot fit the context's limits).
 pub async fn lm_weights(ctx: Rc<GpuContext>, config: &LmConfig, source: Source<'_>, len: Option<u64>) -> Result<LmGpuWeights> {
-    let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await?;
-    sink.into_weights().map_err(|e| context("Moshi LM checkpoint", e))
+    let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await.map_err(lm_mismatch)?;
+    sink.into_weights().map_err(|e| lm_mismatch(context("Moshi LM checkpoint", e)))
 }
 
 /// Mimi's weights from a whole safetensors file (the CPU oracle's path).
 pub fn mimi_weights_from_bytes(config: &MimiConfig, bytes: &[u8]) -> Result<MimiWeights> {
-    MimiWeights::from_safetensors(config, bytes).map_err(|e| context("Mimi checkpoint", e))
+    MimiWeights::from_safetensors(config, bytes).map_err(|e| mimi_mismatch(context("Mimi checkpoint", e)))
 }
 
 /// The text tokenizer from a SentencePiece model's bytes.
 pub fn tokenizer(bytes: &[u8]) -> Result<TextTokenizer> {
     TextTokenizer::from_bytes(bytes).map_err(|e| context("text tokenizer", e))
+}
+
+/// A Mimi checkpoint refused for its tensors (missing, unknown, misshapen) was most likely
+/// made for another geometry than the config's: say to pass `mimiConfig`.
+fn mimi_mismatch(e: Error) -> Error {
+    mismatch(e, "Mimi checkpoint", "mimiConfig", "the released codec's")
+}
+
+/// [`mimi_mismatch`] for the LM: say to pass `lmConfig`.
+fn lm_mismatch(e: Error) -> Error {
+    mismatch(e, "Moshi LM checkpoint", "lmConfig", "Moshi 7B's")
+}
+
+fn mismatch(e: Error, what: &str, option: &str, default: &str) -> Error {
+    match e {
+        Error::MissingTensor(_) | Error::UnknownTensor(_) | Error::Shape { .. } => Error::file(
+            what,
+            format!("{e}: the checkpoint does not match the config (or is another model's file); pass as `{option}` the config JSON it was made with (without one, {default} is assumed)"),
+        ),
+        e => e,
+    }
 }
 
 fn context(what: &str, e: Error) -> Error {
