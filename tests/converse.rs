@@ -275,6 +275,32 @@ fn converse_refuses_bad_input() {
     run_err(&["converse", "--lm", lm(), "--lm-config", LM_CONFIG, &codes], &["OUTPUT"]);
     run_err(&with(&base, &[&codes, &path("x.wav")]), &["--no-audio"]);
     run_err(&with(&base, &["--max-frames", "0", &codes]), &["--max-frames"]);
+    // too short for any reply (max(delays) = 1: the reply begins after the first frame): a
+    // clear refusal before any work, and no reply WAV written (it was an empty one, status 0)
+    run_err(&with(&base, &["--max-frames", "1", &codes]), &["--max-frames must be at least 2", "first frame"]);
+    let one_row = path("one_row.npy");
+    write_npy_i64(&one_row, &[1, 8], &[1; 8]);
+    run_err(&with(&base, &[&one_row]), &["one_row.npy", "too few frames of codes (1)", "at least 2"]);
+    let spec = hound::WavSpec { channels: 1, sample_rate: 24_000, bits_per_sample: 16, sample_format: hound::SampleFormat::Int };
+    for n in [1000, FRAME] {
+        let short = path(&format!("short_{n}.wav"));
+        let mut w = hound::WavWriter::create(&short, spec).unwrap();
+        (0..n).for_each(|i| w.write_sample(((i % 64) as i16 - 32) * 100).unwrap());
+        w.finalize().unwrap();
+        let reply = path(&format!("reply_to_{n}.wav"));
+        let _ = std::fs::remove_file(&reply);
+        run_err(
+            &["converse", "--mimi", mimi(), "--lm", lm(), "--lm-config", LM_CONFIG, &short, &reply],
+            &[&format!("short_{n}.wav"), &format!("{n} samples"), "too short", "at least 1921 samples", "more than 80 ms"],
+        );
+        assert!(!Path::new(&reply).exists(), "a refused converse wrote {reply}");
+    }
+    // an output in a directory that does not exist: refused before any work, naming it
+    let nowhere = path("no-such-dir/reply.wav");
+    run_err(
+        &["converse", "--mimi", mimi(), "--lm", lm(), "--lm-config", LM_CONFIG, &codes, &nowhere],
+        &["no-such-dir/reply.wav", "does not exist", "mkdir -p"],
+    );
 
     // a reduced Mimi with Moshi 7B's config, assumed for want of --lm-config: the error says
     // which config was assumed

@@ -285,7 +285,8 @@ struct ConverseArgs {
     no_audio: bool,
     /// The user's speech: a WAV file (1 kHz to 1 MHz, any channel count; encoded with Mimi), or a
     /// `.npy` integer array [frames, n_q - dep_q] of the user's Mimi codes, each below the
-    /// LM's card.
+    /// LM's card. Moshi's reply begins after the LM's largest delay (one frame for Moshi 7B),
+    /// so the input must be longer than that (a WAV: more than 1920 samples, 80 ms).
     input: PathBuf,
     /// WAV file to write: Moshi's reply, 24 kHz mono 16-bit. Required unless --no-audio.
     output: Option<PathBuf>,
@@ -367,6 +368,23 @@ fn same_file(a: &Path, b: &Path) -> bool {
     a == b
 }
 
+/// Checks an `output` before any work: its directory must exist (found missing only when
+/// the file is written, it would fail a long run at its end) and it must be none of the
+/// files the command reads ([`distinct_from`]).
+fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(file_error(output, format!("{} is not a directory", dir.display()))),
+            Err(_) => {
+                let d = dir.display();
+                return Err(file_error(output, format!("the directory {d} does not exist: create it first (mkdir -p {d})")));
+            }
+        }
+    }
+    distinct_from(output, inputs)
+}
+
 /// Refuses an `output` that is one of the files the command reads (its input, a checkpoint, a
 /// config, a tokenizer): writing it would destroy what is read. [`Error::Input`] naming it.
 fn distinct_from(output: &Path, inputs: &[&Path]) -> Result<()> {
@@ -440,7 +458,7 @@ fn pad_to_frames(mut pcm: Vec<f32>, fs: usize) -> Vec<f32> {
 }
 
 async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct_from(output, &codec.reads(input))?;
+    check_output(output, &codec.reads(input))?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -457,7 +475,7 @@ async fn encode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct_from(output, &codec.reads(input))?;
+    check_output(output, &codec.reads(input))?;
     let config = codec.config()?;
     let n_q = config.num_codebooks;
     let (_, k) = audio::codes_shape(input)?;
@@ -483,7 +501,7 @@ async fn decode(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
 }
 
 async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()> {
-    distinct_from(output, &codec.reads(input))?;
+    check_output(output, &codec.reads(input))?;
     let config = codec.config()?;
     let pcm = audio::read_wav(input)?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -502,7 +520,7 @@ async fn roundtrip(codec: &CodecArgs, input: &Path, output: &Path) -> Result<()>
 }
 
 fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
-    distinct_from(output, &config.into_iter().collect::<Vec<_>>())?;
+    check_output(output, &config.into_iter().collect::<Vec<_>>())?;
     let start = Instant::now();
     let (specs, bytes) = match config {
         None => {
@@ -703,7 +721,7 @@ async fn check_command(lm_config_path: Option<&Path>, mimi_config_path: Option<&
 }
 
 fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
-    distinct_from(output, &config.into_iter().collect::<Vec<_>>())?;
+    check_output(output, &config.into_iter().collect::<Vec<_>>())?;
     let config = lm_config(config, || LmConfig::from_json(SMALL_LM_CONFIG))?;
     let specs = config.tensor_specs();
     let start = Instant::now();
@@ -764,13 +782,21 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
         (None, false) => return Err(Error::Input("give an OUTPUT.wav for Moshi's reply, or --no-audio".into())),
         (o, _) => o.clone(),
     };
-    if a.max_frames == Some(0) {
-        return Err(Error::Input("--max-frames must be at least 1".into()));
+    // Moshi's reply begins only after the LM's largest delay (a frame for Moshi 7B): fewer
+    // input frames give no reply at all, refused here rather than written as an empty WAV
+    let delay = config.max_delay();
+    let after_delay = || match delay {
+        0 => String::new(),
+        1 => ": Moshi's reply begins only after the first frame (the LM's delay)".to_string(),
+        d => format!(": Moshi's reply begins only after the first {d} frames (the LM's largest delay)"),
+    };
+    if a.max_frames.is_some_and(|m| m <= delay) {
+        return Err(Error::Input(format!("--max-frames must be at least {}{}", delay + 1, after_delay())));
     }
     let mut reads: Vec<&Path> = vec![a.input.as_path(), a.lm.as_path()];
     reads.extend(a.mimi.as_deref().into_iter().chain(a.mimi_config.as_deref()).chain(a.lm_config.as_deref()).chain(a.tokenizer.as_deref()));
     for written in output.iter().chain(&a.tokens_out) {
-        distinct_from(written, &reads)?;
+        check_output(written, &reads)?;
     }
     if let (Some(o), Some(t)) = (&output, &a.tokens_out) {
         if distinct(o, t).is_err() {
@@ -828,6 +854,26 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
     } else {
         (Vec::new(), Some(audio::read_wav(&a.input)?))
     };
+    let too_short = match (&pcm, &mimi_config) {
+        (Some(pcm), Some(mc)) => {
+            let fs = mc.frame_size();
+            let ms = |n: usize| (1e4 * n as f64 / audio::SAMPLE_RATE as f64).round() / 10.0;
+            (pcm.len().div_ceil(fs) <= delay).then(|| {
+                format!(
+                    "{} samples at 24 kHz ({} ms) are too short{}; give at least {} samples (more than {} ms)",
+                    pcm.len(),
+                    ms(pcm.len()),
+                    after_delay(),
+                    delay * fs + 1,
+                    ms(delay * fs)
+                )
+            })
+        }
+        _ => (codes.len() <= delay).then(|| format!("too few frames of codes ({}){}; give at least {}", codes.len(), after_delay(), delay + 1)),
+    };
+    if let Some(why) = too_short {
+        return Err(file_error(&a.input, why));
+    }
 
     let tokenizer = match &a.tokenizer {
         Some(path) => {
