@@ -33,7 +33,7 @@ mod native {
     use std::collections::HashMap;
     use wgpu::util::DeviceExt;
 
-    const PLAIN: &str = include_str!("../shaders/q8_study.wgsl");
+    const PLAIN: &str = concat!(include_str!("../shaders/q8_blocks.wgsl"), include_str!("../shaders/q8_study.wgsl"));
     const REPS: usize = 7;
     const IN_PASS: usize = 30;
 

@@ -32,8 +32,6 @@ mod native {
     /// Dispatches in one timed pass.
     const IN_PASS: usize = 30;
 
-    const RADIX8: &str = include_str!("../shaders/sample_radix8.wgsl");
-
     fn median(mut v: Vec<f64>) -> f64 {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
@@ -111,8 +109,8 @@ mod native {
             println!("no timestamp queries: nothing to time");
             return Ok(());
         }
-        let new = KERNELS.iter().find(|k| k.name == "sample").expect("sample kernel").source;
-        let kernels = [("radix8", pipeline(&ctx, "sample_radix8", RADIX8)), ("sample", pipeline(&ctx, "sample", new))];
+        let source = |name: &str| KERNELS.iter().find(|k| k.name == name).expect("a kernel of the table").source;
+        let kernels = [("radix8", pipeline(&ctx, "sample_radix8", source("sample_radix8"))), ("sample", pipeline(&ctx, "sample", source("sample")))];
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: 17, ..Default::default() }));
         let tokens = ctx.zeros("tokens", IN_PASS)?;
         let (unused, unused_out) = (ctx.zeros("unused", 4)?, ctx.zeros("unused out", 4)?);

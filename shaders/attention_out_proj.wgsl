@@ -42,8 +42,7 @@ struct Frame {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> scales: array<u32>;
+// after q8_blocks.wgsl (quants, scales) and rope.wgsl (rotate)
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> k_ring: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> v_ring: array<vec4<f32>>;
@@ -62,44 +61,6 @@ var<workgroup> vals: array<vec4<f32>, 256>;
 var<workgroup> sc: array<f32, 256>;
 // the attention output of the group's heads, (head, column)
 var<workgroup> att: array<vec4<f32>, 64>;
-
-fn f16_to_f32(h: u32) -> f32 {
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    var v: f32;
-    if (e == 0u) {
-        v = f32(m) * 5.9604644775390625e-8;
-    } else {
-        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
-    return select(v, -v, (h & 0x8000u) != 0u);
-}
-
-fn scale_of(block: u32) -> f32 {
-    let word = scales[block >> 1u];
-    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
-}
-
-// The four signed 8-bit quants of a word, lowest byte first.
-fn i8x4(w: u32) -> vec4<f32> {
-    return vec4<f32>(vec4<i32>(bitcast<i32>(w << 24u), bitcast<i32>(w << 16u), bitcast<i32>(w << 8u), bitcast<i32>(w)) >> vec4<u32>(24u));
-}
-
-// Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
-fn rotate(a: vec4<f32>, j0: u32, pos: u32) -> vec4<f32> {
-    if (p.rope == 0u) {
-        return a;
-    }
-    let f0 = exp(f32(j0) * p.freq_coef);
-    let f1 = exp(f32(j0 + 1u) * p.freq_coef);
-    let a0 = f0 * f32(pos);
-    let a1 = f1 * f32(pos);
-    let c0 = cos(a0);
-    let s0 = sin(a0);
-    let c1 = cos(a1);
-    let s1 = sin(a1);
-    return vec4<f32>(a.x * c0 - a.y * s0, a.x * s0 + a.y * c0, a.z * c1 - a.w * s1, a.z * s1 + a.w * c1);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {

@@ -6,11 +6,7 @@
 // iteration for more loads in flight; the unit's 16 inputs are loaded once for the 4 rows.
 // Then a tree reduction per row over the group's lanes.
 //
-//   quants : [n, k / 16] vec4<u32>  four i8 weights per u32, little-endian: byte b of word w
-//                                   of row i is W[i, 4 w + b]; unit u of row i is the vec4
-//                                   at i k / 16 + u (block c is units 2 c and 2 c + 1)
-//   scales : [n * k / 32] f16       one scale per block of 32 consecutive weights of a row,
-//                                   two per u32 (the even block in the low half)
+//   quants, scales : the Q8_0 weights [n, k] (q8_blocks.wgsl)
 //   x      : [t, k] f32 as vec4s (rows from p.x_offset, a multiple of 4). The input row is
 //            p.input 0: x[r, :]
 //            p.input 1: silu(x[r, :k]) * x[r, k:], x being [t, 2 k] (a SiLU-gated FFN's
@@ -36,58 +32,11 @@
 // i0 .. i0 + 3 taking weight rows i0 / 2, i0 / 2 + 1, h + i0 / 2, h + i0 / 2 + 1.
 // k must be a multiple of 32 and n of 4.
 
-struct Params {
-    n: u32,
-    k: u32,
-    t: u32,
-    mode: u32,
-    x_offset: u32,
-    y_offset: u32,
-    y_stride: u32,
-    input: u32,
-    lanes: u32,
-    eps: f32,
-    parts: u32,
-    // the i8 kernel's (q8_matvec_dot4.wgsl); 0 here
-    partials: u32,
-}
-
-@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> scales: array<u32>;
+// after q8_blocks.wgsl (quants, scales) and q8_linear.wgsl (Params, alpha, p, norm_out)
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> alpha: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-@group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
-
-const WG: u32 = 256u;
-const RT: u32 = 4u;
 
 var<workgroup> red: array<f32, 1280>;
-
-// f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
-fn f16_to_f32(h: u32) -> f32 {
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    var v: f32;
-    if (e == 0u) {
-        v = f32(m) * 5.9604644775390625e-8;
-    } else {
-        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
-    return select(v, -v, (h & 0x8000u) != 0u);
-}
-
-fn scale_of(block: u32) -> f32 {
-    let word = scales[block >> 1u];
-    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
-}
-
-// The four signed bytes of w, lowest first.
-fn i8x4(w: u32) -> vec4<f32> {
-    let s = bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w));
-    return vec4<f32>(s >> vec4<u32>(24u));
-}
 
 // The 16 inputs of unit u of the row starting at vec4 `row` (for p.input 2 before the
 // 1 / rms factor, which the caller applies to the sums).

@@ -39,31 +39,11 @@
 //
 // k must be a multiple of 32 and n of 4.
 
-struct Params {
-    n: u32,
-    k: u32,
-    t: u32,
-    mode: u32,
-    x_offset: u32,
-    y_offset: u32,
-    y_stride: u32,
-    input: u32,
-    lanes: u32,
-    eps: f32,
-    parts: u32,
-    partials: u32,
-}
-
-@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> scales: array<u32>;
+// after q8_blocks.wgsl (quants, scales), q8_linear.wgsl (Params, alpha, p, norm_out) and
+// a prelude that sets MAX_PARTIALS
 @group(0) @binding(2) var<storage, read> x: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> alpha: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<u32>;
-@group(0) @binding(5) var<uniform> p: Params;
-@group(0) @binding(6) var<storage, read_write> norm_out: array<f32>;
 
-const WG: u32 = 256u;
-const RT: u32 = 4u;
 // units of 16 inputs quantized per chunk: one per thread
 const CHUNK: u32 = 256u;
 
@@ -77,24 +57,6 @@ var<workgroup> red: array<vec4<f32>, 256>;
 var<workgroup> red_sq: array<f32, 256>;
 // p.mode 3: the workgroup's hidden values, two per row group (at most 64 groups)
 var<workgroup> gated: array<f32, 128>;
-
-// f16 bits -> f32 by hand: unpack2x16float would need a capability some backends lack.
-fn f16_to_f32(h: u32) -> f32 {
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    var v: f32;
-    if (e == 0u) {
-        v = f32(m) * 5.9604644775390625e-8;
-    } else {
-        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
-    return select(v, -v, (h & 0x8000u) != 0u);
-}
-
-fn scale_of(block: u32) -> f32 {
-    let word = scales[block >> 1u];
-    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
-}
 
 // Input vec4 v of the row at vec4 `row` as p.input makes it (for p.input 2 before the
 // 1 / rms factor); adds the raw squares to *sq for p.input 2.

@@ -23,8 +23,7 @@ struct Params {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> quants: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> scales: array<u32>;
+// after q8_blocks.wgsl (quants, scales, i8x4: DECODE 0)
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> xq: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -34,28 +33,6 @@ const WG: u32 = 256u;
 const RT: u32 = 4u;
 
 var<workgroup> red: array<vec4<f32>, 256>;
-
-fn f16_to_f32(h: u32) -> f32 {
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    var v: f32;
-    if (e == 0u) {
-        v = f32(m) * 5.9604644775390625e-8;
-    } else {
-        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
-    return select(v, -v, (h & 0x8000u) != 0u);
-}
-
-fn scale_of(block: u32) -> f32 {
-    let word = scales[block >> 1u];
-    return f16_to_f32(select(word & 0xffffu, word >> 16u, (block & 1u) == 1u));
-}
-
-fn i8x4_shift(w: u32) -> vec4<f32> {
-    let s = bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w));
-    return vec4<f32>(s >> vec4<u32>(24u));
-}
 
 fn i8x4_exp(w: u32) -> vec4<f32> {
     let v = vec4<u32>(w ^ 0x80808080u) >> vec4<u32>(0u, 8u, 16u, 24u);
@@ -69,7 +46,7 @@ fn dot16(q: vec4<u32>, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -
     if (DECODE == 2u) {
         return bitcast<f32>((q.x ^ q.y ^ q.z ^ q.w) & 0x3fffffffu) * a.x;
     }
-    return dot(i8x4_shift(q.x), a) + dot(i8x4_shift(q.y), b) + dot(i8x4_shift(q.z), c) + dot(i8x4_shift(q.w), d);
+    return dot(i8x4(q.x), a) + dot(i8x4(q.y), b) + dot(i8x4(q.z), c) + dot(i8x4(q.w), d);
 }
 
 // Row group (rows i0 .. i0 + 3) partial dot products of lane `lane`.

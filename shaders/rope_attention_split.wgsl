@@ -55,6 +55,7 @@ struct Frame {
     _pad1: u32,
 }
 
+// after rope.wgsl (rotate)
 @group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> k_ring: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> v_ring: array<vec4<u32>>;
@@ -103,22 +104,6 @@ var<workgroup> dots: array<f32, 1024>;
 var<workgroup> sc: array<vec4<f32>, 128>;
 var<workgroup> acc_part: array<vec4<f32>, 256>;
 var<workgroup> l_part: array<f32, 256>;
-
-// Rotate the pairs (a.x, a.y) and (a.z, a.w), pair indices j0 and j0 + 1 of the head.
-fn rotate(a: vec4<f32>, j0: u32, pos: u32) -> vec4<f32> {
-    if (p.rope == 0u) {
-        return a;
-    }
-    let f0 = exp(f32(j0) * p.freq_coef);
-    let f1 = exp(f32(j0 + 1u) * p.freq_coef);
-    let a0 = f0 * f32(pos);
-    let a1 = f1 * f32(pos);
-    let c0 = cos(a0);
-    let s0 = sin(a0);
-    let c1 = cos(a1);
-    let s1 = sin(a1);
-    return vec4<f32>(a.x * c0 - a.y * s0, a.x * s0 + a.y * c0, a.z * c1 - a.w * s1, a.z * s1 + a.w * c1);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {

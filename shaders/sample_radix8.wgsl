@@ -10,64 +10,13 @@
 // order-preserving integer keys of the logits) is found exactly by a radix select: four
 // rounds of a 256-bin histogram of one key byte, most significant first.
 
-struct Params {
-    n: u32,
-    top_k: u32,
-    offset: u32,
-    slot: u32,
-    greedy: u32,
-    inv_temp: f32,
-    seed: u32,
-    stream: u32,
-    emb_dim: u32,
-    emb_rows: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> logits: array<f32>;
-@group(0) @binding(1) var<storage, read_write> tokens: array<i32>;
-@group(0) @binding(2) var<uniform> p: Params;
-@group(0) @binding(3) var<uniform> frame: Frame;
-@group(0) @binding(4) var<storage, read> emb: array<f32>;
-@group(0) @binding(5) var<storage, read_write> emb_out: array<f32>;
-
-// With p.emb_dim > 0, row `token` of `emb` ([p.emb_rows, p.emb_dim]) is added into emb_out
-// (the next depformer step's input, embed_sum.wgsl's add fused here); a token past the table
-// (-1 when n == 0) adds nothing.
-fn add_embedding(lid: u32, token: u32) {
-    if (p.emb_dim == 0u || token >= p.emb_rows) {
-        return;
-    }
-    for (var j = lid; j < p.emb_dim; j += 256u) {
-        emb_out[j] += emb[token * p.emb_dim + j];
-    }
-}
+// after sample_common.wgsl (Params, Frame, the bindings, add_embedding, key, pcg)
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
 var<workgroup> red_c: array<u32, 256>;
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> found: vec2<u32>;
-
-fn key(v: f32) -> u32 {
-    let b = bitcast<u32>(v);
-    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-// PCG-style integer hash.
-fn pcg(v: u32) -> u32 {
-    let s = v * 747796405u + 2891336453u;
-    let w = ((s >> ((s >> 28u) + 4u)) ^ s) * 277803737u;
-    return (w >> 22u) ^ w;
-}
 
 // u in (0, 1) from (seed, frame, stream, i); 24 random bits.
 fn uniform01(i: u32) -> f32 {

@@ -9,7 +9,7 @@ mod common;
 use std::rc::Rc;
 
 use common::moshi::*;
-use inferencelayer::gpu::{FrameParams, PlanBuilder, Readback};
+use inferencelayer::gpu::{FrameParams, PlanBuilder, Readback, KERNELS};
 use inferencelayer::moshi::{Lm, LmGen, LmWeights, Sampling};
 use inferencelayer::GpuContext;
 
@@ -274,8 +274,9 @@ fn gpu_draws_follow_the_rule_exactly() {
                 cache: None,
             })
         };
-        let radix8 = raw("sample_radix8", include_str!("../shaders/sample_radix8.wgsl"));
-        let bounded = raw("sample", include_str!("../shaders/sample.wgsl"));
+        let source = |name: &str| KERNELS.iter().find(|k| k.name == name).expect("a kernel of the table").source;
+        let radix8 = raw("sample_radix8", source("sample_radix8"));
+        let bounded = raw("sample", source("sample"));
         let other = |n: usize| if n <= 4096 { &bounded } else { &radix8 };
         let (unused, unused_out) = (ctx.zeros("unused", 4).unwrap(), ctx.zeros("unused out", 4).unwrap());
         let groups: Vec<wgpu::BindGroup> = draws

@@ -37,27 +37,21 @@ macro_rules! kernel {
             bindings: &[$($b),*],
         };
     };
-    // a kernel whose source follows a shared prelude (WGSL has no includes)
-    ($id:ident, $prelude:literal + $name:literal, [$($b:expr),*]) => {
-        pub const $id: Kernel = Kernel {
-            name: $name,
-            source: concat!(include_str!(concat!("../../shaders/", $prelude, ".wgsl")), include_str!(concat!("../../shaders/", $name, ".wgsl"))),
-            bindings: &[$($b),*],
-        };
-    };
-    // the same under a pipeline name of its own (one source, two preludes)
-    ($id:ident, $label:literal = $prelude:literal + $name:literal, [$($b:expr),*]) => {
+    // a kernel whose source is several files of `shaders/` one after the other (WGSL has
+    // no includes): the shared preludes, then the kernel's own file; the label names the
+    // pipeline
+    ($id:ident, $label:literal = [$($part:literal),+], [$($b:expr),*]) => {
         pub const $id: Kernel = Kernel {
             name: $label,
-            source: concat!(include_str!(concat!("../../shaders/", $prelude, ".wgsl")), include_str!(concat!("../../shaders/", $name, ".wgsl"))),
+            source: concat!($(include_str!(concat!("../../shaders/", $part, ".wgsl"))),+),
             bindings: &[$($b),*],
         };
     };
 }
 
-kernel!(CONV1D_TILED, "conv1d_common" + "conv1d_tiled", [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_REDUCE, "conv1d_common" + "conv1d_reduce", [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_LANES, "conv1d_common" + "conv1d_lanes", [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_TILED, "conv1d_tiled" = ["conv1d_common", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["conv1d_common", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES, "conv1d_lanes" = ["conv1d_common", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
@@ -65,24 +59,24 @@ kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
 kernel!(MATVEC, "matvec", [R, R, R, RW, U, R, R]);
 kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION, "rope_attention", [R, RW, RW, RW, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small", [R, RW, RW, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split", [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION, "rope_attention" = ["rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small" = ["rope", "rope_attention_small"], [R, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split" = ["rope", "rope_attention_split"], [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION_COMBINE, "attention_combine", [R, RW, U, U]);
-kernel!(ATTENTION_OUT_PROJ, "attention_out_proj", [R, R, R, RW, RW, RW, RW, U, U]);
+kernel!(ATTENTION_OUT_PROJ, "attention_out_proj" = ["q8_blocks", "rope", "attention_out_proj"], [R, R, R, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
-kernel!(Q8_MATVEC, "q8_matvec", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_partials_none" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = "q8_partials" + "q8_matvec_dot4", [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC, "q8_matvec" = ["q8_blocks", "q8_linear", "q8_matvec"], [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4" = ["q8_blocks", "q8_linear", "q8_partials_none", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = ["q8_blocks", "q8_linear", "q8_partials", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
-kernel!(SAMPLE, "sample", [R, RW, U, U, R, RW]);
-kernel!(SAMPLE_RADIX8, "sample_radix8", [R, RW, U, U, R, RW]);
+kernel!(SAMPLE, "sample" = ["sample_common", "sample"], [R, RW, U, U, R, RW]);
+kernel!(SAMPLE_RADIX8, "sample_radix8" = ["sample_common", "sample_radix8"], [R, RW, U, U, R, RW]);
 kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
 kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
