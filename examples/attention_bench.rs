@@ -25,67 +25,26 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("attention_bench: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("attention_bench", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use inferencelayer::gpu::{AttentionDispatch, AttentionKernel, FrameParams, GpuContext, Plan, PlanBuilder, Readback, Tensor, TransformerSpec};
+    use crate::common::{self, median, Lcg};
+    use inferencelayer::gpu::{AttentionDispatch, AttentionKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor, TransformerSpec};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::{Error, Result};
 
     /// Runs per timing; the first is dropped (warm-up), the median of the rest reported.
     const REPS: usize = 7;
 
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    }
-
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 32) as u32
-        }
-        fn f32s(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| (self.next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect()
-        }
-    }
-
     /// GPU ms of one replay of `plan` between two timestamps, the median of `REPS - 1` runs.
     async fn in_pass(ctx: &GpuContext, plan: &Plan) -> Result<f64> {
-        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 * REPS as u32 });
-        let bytes = 16 * REPS as u64;
-        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let rb = Readback::new(ctx, bytes);
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        for j in 0..REPS as u32 {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &set,
-                    beginning_of_pass_write_index: Some(2 * j),
-                    end_of_pass_write_index: Some(2 * j + 1),
-                }),
-            });
-            plan.record(&mut pass);
-        }
-        enc.resolve_query_set(&set, 0..2 * REPS as u32, &resolved, 0);
-        rb.copy(&mut enc, &resolved);
-        ctx.queue.submit([enc.finish()]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
-        let period = ctx.queue.get_timestamp_period() as f64 * 1e-6;
-        let ms: Vec<f64> = ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period).collect();
+        let ms = common::time_passes(ctx, REPS, |enc, set, q| plan.record(&mut common::timed_pass(enc, set, q))).await?;
         Ok(median(ms[1..].to_vec()))
     }
 
@@ -103,10 +62,8 @@ mod native {
             None => 32,
             Some(a) => a.parse().ok().filter(|n| *n >= 2).ok_or_else(|| Error::Input(format!("LAYERS must be a count of 2 or more, got {a:?}")))?,
         };
-        let ctx = GpuContext::new().await?;
-        println!("adapter {}", ctx.info);
-        if !ctx.info.timestamps {
-            println!("no timestamp queries: nothing to time");
+        let ctx = common::context().await?;
+        if !common::has_timestamps(&ctx) {
             return Ok(());
         }
         let c = LmConfig::default();
@@ -163,16 +120,7 @@ mod native {
                     let alone = median(steps[1..].to_vec());
                     let pass = in_pass(&ctx, &plan).await? / layers as f64;
                     let got = ctx.read_f32(&outs[layers - 1].buf, dim).await?;
-                    let diff = match &reference {
-                        None => {
-                            reference = Some(got);
-                            0.0
-                        }
-                        Some(r) => {
-                            let top = r.iter().fold(0f32, |m, v| m.max(v.abs()));
-                            r.iter().zip(&got).fold(0f32, |m, (a, g)| m.max((a - g).abs())) / top
-                        }
-                    };
+                    let diff = common::diff(&mut reference, got);
                     let gbs = |ms: f64| bytes / (ms * 1e-3) / 1e9;
                     println!(
                         "{:<10}{:>10} {:<11}{:<18}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",

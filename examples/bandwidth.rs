@@ -15,17 +15,18 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("bandwidth: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("bandwidth", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+    use crate::common::{self, median, time_passes, timed_pass};
     use inferencelayer::gpu::{FrameParams, GpuContext, PlanBuilder};
     use inferencelayer::Result;
 
@@ -39,11 +40,6 @@ mod native {
     fn grid(groups: usize) -> [u32; 2] {
         let x = groups.min(32768);
         [x as u32, groups.div_ceil(x).max(1) as u32]
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
     }
 
     struct Probe<'a> {
@@ -80,51 +76,16 @@ mod native {
             self.ctx.uniform("probe params", bytemuck::cast_slice(&[n as u32, iters, 0, 0]))
         }
 
-        /// GPU ms of each of `reps` recordings, each in passes of its own between two
-        /// timestamps (the first pass writes the start, the last the end).
-        async fn time(&self, reps: usize, mut record: impl FnMut(&mut wgpu::CommandEncoder, &wgpu::QuerySet, u32)) -> Result<Vec<f64>> {
-            let ctx = self.ctx;
-            let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: None,
-                ty: wgpu::QueryType::Timestamp,
-                count: 2 * reps as u32,
-            });
-            let bytes = 16 * reps as u64;
-            let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: bytes,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            let rb = inferencelayer::gpu::Readback::new(ctx, bytes);
-            let mut enc = ctx.device.create_command_encoder(&Default::default());
-            for j in 0..reps {
-                record(&mut enc, &set, 2 * j as u32);
-            }
-            enc.resolve_query_set(&set, 0..2 * reps as u32, &resolved, 0);
-            rb.copy(&mut enc, &resolved);
-            ctx.queue.submit([enc.finish()]);
-            let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
-            let period = ctx.queue.get_timestamp_period() as f64 * 1e-6;
-            Ok(ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period).collect())
-        }
-
+        /// GPU ms of one dispatch of `pl` over `g` workgroups in a pass of its own, the
+        /// median of `REPS - 1` runs.
         async fn dispatch(&self, pl: &wgpu::ComputePipeline, bg: &wgpu::BindGroup, g: [u32; 2]) -> Result<f64> {
-            let ms = self
-                .time(REPS, |enc, set, q| {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: None,
-                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                            query_set: set,
-                            beginning_of_pass_write_index: Some(q),
-                            end_of_pass_write_index: Some(q + 1),
-                        }),
-                    });
-                    pass.set_pipeline(pl);
-                    pass.set_bind_group(0, bg, &[]);
-                    pass.dispatch_workgroups(g[0], g[1], 1);
-                })
-                .await?;
+            let ms = time_passes(self.ctx, REPS, |enc, set, q| {
+                let mut pass = timed_pass(enc, set, q);
+                pass.set_pipeline(pl);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(g[0], g[1], 1);
+            })
+            .await?;
             Ok(median(ms[1..].to_vec()))
         }
     }
@@ -132,8 +93,7 @@ mod native {
     pub async fn run() -> Result<()> {
         let ctx = GpuContext::new().await?;
         println!("adapter {} queue {}", ctx.info, ctx.info.queue);
-        if !ctx.info.timestamps {
-            println!("no timestamp queries: nothing to time");
+        if !common::has_timestamps(&ctx) {
             return Ok(());
         }
         let mib: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(512);
@@ -216,27 +176,27 @@ mod native {
                 report(&format!("{entry} (read only){tag}"), ms, bytes as f64);
             }
         }
-        let ms = pr
-            .time(REPS, |enc, set, q| {
-                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: set,
-                        beginning_of_pass_write_index: Some(q),
-                        end_of_pass_write_index: None,
-                    }),
-                });
-                enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes as u64);
-                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: set,
-                        beginning_of_pass_write_index: None,
-                        end_of_pass_write_index: Some(q + 1),
-                    }),
-                });
-            })
-            .await?;
+        // the copy between an empty pass that writes the start and one that writes the end
+        let ms = time_passes(&ctx, REPS, |enc, set, q| {
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: set,
+                    beginning_of_pass_write_index: Some(q),
+                    end_of_pass_write_index: None,
+                }),
+            });
+            enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes as u64);
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: set,
+                    beginning_of_pass_write_index: None,
+                    end_of_pass_write_index: Some(q + 1),
+                }),
+            });
+        })
+        .await?;
         report("copy_buffer_to_buffer", median(ms[1..].to_vec()), copy_bytes);
 
         // Dispatch cost: 200 dispatches in one pass between two timestamps.
@@ -246,23 +206,15 @@ mod native {
         for (entry, groups) in [("nop", 1usize), ("nop", 132), ("nop_rw", 1), ("nop_rw", 132), ("nop_rw", 1056)] {
             let pl = pr.pipeline(entry, false);
             let bg = if entry == "nop" { pr.bind(&pl, &[(6, &pn)]) } else { pr.bind(&pl, &[(5, &sink), (6, &pn)]) };
-            let ms = pr
-                .time(3, |enc, set, q| {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: None,
-                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                            query_set: set,
-                            beginning_of_pass_write_index: Some(q),
-                            end_of_pass_write_index: Some(q + 1),
-                        }),
-                    });
-                    pass.set_pipeline(&pl);
-                    pass.set_bind_group(0, &bg, &[]);
-                    for _ in 0..200 {
-                        pass.dispatch_workgroups(groups as u32, 1, 1);
-                    }
-                })
-                .await?;
+            let ms = time_passes(&ctx, 3, |enc, set, q| {
+                let mut pass = timed_pass(enc, set, q);
+                pass.set_pipeline(&pl);
+                pass.set_bind_group(0, &bg, &[]);
+                for _ in 0..200 {
+                    pass.dispatch_workgroups(groups as u32, 1, 1);
+                }
+            })
+            .await?;
             println!("  {entry:<8} {groups:>5} workgroups {:>8.2}", 1e3 * median(ms[1..].to_vec()) / 200.0);
         }
 
@@ -280,14 +232,8 @@ mod native {
             println!("{groups:>10}{ms:>10.4}{:>12.2}{:>14.1}", flops / (ms * 1e-3) / 1e12, 1e3 * ms);
         }
 
-        // The Q8_0 matrix-vector kernel at Moshi 7B's temporal shapes, three weight copies
-        // in turn so that no replay reads the last one's weights from the L2.
-        println!();
-        println!("q8_matvec (shaders/q8_matvec.wgsl, plain input, one row): weights + scales + input + output bytes");
-        println!("{:<34}{:>10}{:>10}", "shape [n, k]", "us", "GB/s");
-        let frame = ctx.uniform("probe frame", bytemuck::bytes_of(&FrameParams::default()));
-        for (n, k) in [(22528usize, 4096usize), (12288, 4096), (4096, 11264), (4096, 4096), (2048, 1024)] {
-            let (qb, sb) = inferencelayer::weights::q8::Q8Tensor::buffer_sizes(n, k);
+        // Three copies of Q8_0 weights (`qb` bytes of quants, `sb` of scales), filled.
+        let q8_copies = |qb: u64, sb: u64| -> Result<Vec<(wgpu::Buffer, wgpu::Buffer)>> {
             let mut w = Vec::new();
             for c in 0..3 {
                 let q = ctx.zeros(&format!("q8 quants {c}"), qb as usize / 4)?;
@@ -296,6 +242,18 @@ mod native {
                 fill_with(&s, sb as usize / 16)?;
                 w.push((q, s));
             }
+            Ok(w)
+        };
+
+        // The Q8_0 matrix-vector kernel at Moshi 7B's temporal shapes, three weight copies
+        // in turn so that no replay reads the last one's weights from the L2.
+        println!();
+        println!("q8_matvec (shaders/q8_matvec.wgsl, plain input, one row): weights + scales + input + output bytes");
+        println!("{:<34}{:>10}{:>10}", "shape [n, k]", "us", "GB/s");
+        let frame = ctx.uniform("probe frame", bytemuck::bytes_of(&FrameParams::default()));
+        for (n, k) in [(22528usize, 4096usize), (12288, 4096), (4096, 11264), (4096, 4096), (2048, 1024)] {
+            let (qb, sb) = inferencelayer::weights::q8::Q8Tensor::buffer_sizes(n, k);
+            let w = q8_copies(qb, sb)?;
             let x = ctx.zeros("q8 x", k)?;
             fill_with(&x, k / 4)?;
             let y = ctx.zeros("q8 y", n)?;
@@ -319,14 +277,7 @@ mod native {
             let mut bufs = Vec::new();
             for &(n, k, input) in &shapes {
                 let (qb, sb) = inferencelayer::weights::q8::Q8Tensor::buffer_sizes(n, k);
-                let mut w = Vec::new();
-                for c in 0..3 {
-                    let q = ctx.zeros(&format!("q8 quants {c}"), qb as usize / 4)?;
-                    let s = ctx.zeros(&format!("q8 scales {c}"), sb as usize / 4)?;
-                    fill_with(&q, qb as usize / 16)?;
-                    fill_with(&s, sb as usize / 16)?;
-                    w.push((q, s));
-                }
+                let w = q8_copies(qb, sb)?;
                 let x = ctx.zeros("q8 x", 2 * k)?;
                 fill_with(&x, 2 * k / 4)?;
                 let alpha = ctx.zeros("q8 alpha", k)?;
@@ -350,15 +301,7 @@ mod native {
             let mut modules = Vec::new();
             for v in &variants {
                 let src = std::fs::read_to_string(v).map_err(|e| inferencelayer::Error::Input(format!("{v}: {e}")))?;
-                let m = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(v), source: wgpu::ShaderSource::Wgsl(src.into()) });
-                modules.push(ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(v),
-                    layout: None,
-                    module: &m,
-                    entry_point: Some("main"),
-                    compilation_options: Default::default(),
-                    cache: None,
-                }));
+                modules.push(common::pipeline(&ctx, v, &src));
             }
             for (si, &(n, k, input)) in shapes.iter().enumerate() {
                 let (w, x, alpha, y, pb, g, wbytes, lanes) = &bufs[si];
@@ -368,21 +311,13 @@ mod native {
                         .iter()
                         .map(|(q, s)| pr.bind(pl, &[(0, q), (1, s), (2, x), (3, alpha), (4, y), (5, pb)]))
                         .collect();
-                    let ms = pr
-                        .time(REPS, |enc, set, qi| {
-                            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                                label: None,
-                                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                    query_set: set,
-                                    beginning_of_pass_write_index: Some(qi),
-                                    end_of_pass_write_index: Some(qi + 1),
-                                }),
-                            });
-                            pass.set_pipeline(pl);
-                            pass.set_bind_group(0, &bgs[(qi as usize / 2) % 3], &[]);
-                            pass.dispatch_workgroups(g[0], g[1], 1);
-                        })
-                        .await?;
+                    let ms = time_passes(&ctx, REPS, |enc, set, qi| {
+                        let mut pass = timed_pass(enc, set, qi);
+                        pass.set_pipeline(pl);
+                        pass.set_bind_group(0, &bgs[(qi as usize / 2) % 3], &[]);
+                        pass.dispatch_workgroups(g[0], g[1], 1);
+                    })
+                    .await?;
                     let ms = median(ms[1..].to_vec());
                     print!("{:>12.1}{:>8.0}", 1e3 * ms, wbytes / (ms * 1e-3) / 1e9);
                 }

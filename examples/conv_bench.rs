@@ -19,37 +19,22 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("conv_bench: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("conv_bench", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
+    use crate::common::{self, diff, median, Lcg};
     use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
     use inferencelayer::{Error, Result};
 
     /// Passes timed per kernel; the first is dropped (warm-up), the median of the rest kept.
     const REPS: usize = 7;
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    }
-
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 32) as u32
-        }
-        fn f32s(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| (self.next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect()
-        }
-    }
 
     /// (name, in_c, out_c, k, stride, t, elu, time-major input, time-major output, residual)
     type Shape = (&'static str, usize, usize, usize, usize, usize, bool, bool, bool, bool);
@@ -108,19 +93,6 @@ mod native {
         Ok((1e3 * median(alone[1..].to_vec()), 1e3 * median(pass[1..].to_vec())))
     }
 
-    fn diff(reference: &mut Option<Vec<f32>>, got: Vec<f32>) -> f32 {
-        match reference {
-            None => {
-                *reference = Some(got);
-                0.0
-            }
-            Some(r) => {
-                let top = r.iter().fold(0f32, |m, v| m.max(v.abs()));
-                r.iter().zip(&got).fold(0f32, |m, (a, g)| m.max((a - g).abs())) / top
-            }
-        }
-    }
-
     const KERNELS: [(&str, ConvKernel); 4] = [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
 
     pub async fn run() -> Result<()> {
@@ -128,10 +100,8 @@ mod native {
             None => 16,
             Some(a) => a.parse().ok().filter(|n| *n >= 1).ok_or_else(|| Error::Input(format!("COPIES must be a count of 1 or more, got {a:?}")))?,
         };
-        let ctx = GpuContext::new().await?;
-        println!("adapter {}", ctx.info);
-        if !ctx.info.timestamps {
-            println!("no timestamp queries: nothing to time");
+        let ctx = common::context().await?;
+        if !common::has_timestamps(&ctx) {
             return Ok(());
         }
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: 1, first: 0, index: 1, _pad: 0 }));

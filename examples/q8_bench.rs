@@ -24,16 +24,17 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("q8_bench: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("q8_bench", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use inferencelayer::gpu::{FrameParams, GatedRow, GpuContext, NormInput, PlanBuilder, Q8Dot, Q8Kernel, Readback, Tensor};
+    use crate::common::{self, median, Lcg};
+    use inferencelayer::gpu::{FrameParams, GatedRow, GpuContext, NormInput, PlanBuilder, Q8Dot, Q8Kernel, Tensor};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::weights::q8::Q8Tensor;
     use inferencelayer::Result;
@@ -52,22 +53,6 @@ mod native {
         Gate,
         /// from a gated row
         Row,
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    }
-
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 32) as u32
-        }
-        fn f32s(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| (self.next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect()
-        }
     }
 
     struct Shape {
@@ -121,44 +106,16 @@ mod native {
 
     /// GPU ms per dispatch of `plan` replayed in one pass between two timestamps.
     async fn in_pass(ctx: &GpuContext, plan: &inferencelayer::gpu::Plan, dispatches: usize) -> Result<f64> {
-        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 * REPS as u32 });
-        let bytes = 16 * REPS as u64;
-        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let rb = Readback::new(ctx, bytes);
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        for j in 0..REPS as u32 {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &set,
-                    beginning_of_pass_write_index: Some(2 * j),
-                    end_of_pass_write_index: Some(2 * j + 1),
-                }),
-            });
-            plan.record(&mut pass);
-        }
-        enc.resolve_query_set(&set, 0..2 * REPS as u32, &resolved, 0);
-        rb.copy(&mut enc, &resolved);
-        ctx.queue.submit([enc.finish()]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
-        let period = ctx.queue.get_timestamp_period() as f64 * 1e-6;
-        let ms: Vec<f64> = ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / dispatches as f64).collect();
-        Ok(median(ms[1..].to_vec()))
+        let ms = common::time_passes(ctx, REPS, |enc, set, q| plan.record(&mut common::timed_pass(enc, set, q))).await?;
+        Ok(median(ms[1..].iter().map(|t| t / dispatches as f64).collect()))
     }
 
     pub async fn run() -> Result<()> {
         let sweep = std::env::args().nth(1).map(|a| a != "0").unwrap_or(true);
-        let ctx = GpuContext::new().await?;
         let dot = Q8Dot::from_env()?;
-        println!("adapter {}", ctx.info);
+        let ctx = common::context().await?;
         println!("dot products {dot:?} (INFERENCELAYER_Q8_DOT)");
-        if !ctx.info.timestamps {
-            println!("no timestamp queries: nothing to time");
+        if !common::has_timestamps(&ctx) {
             return Ok(());
         }
         let c = LmConfig::default();
@@ -247,16 +204,7 @@ mod native {
                     Input::Gate => ctx.read_f32(&b.row.buf, s.n / 2).await?,
                     _ => ctx.read_f32(&b.y, s.n).await?,
                 };
-                let diff = match &reference {
-                    None => {
-                        reference = Some(got);
-                        0.0
-                    }
-                    Some(r) => {
-                        let top = r.iter().fold(0f32, |m, v| m.max(v.abs()));
-                        r.iter().zip(&got).fold(0f32, |m, (a, g)| m.max((a - g).abs())) / top
-                    }
-                };
+                let diff = common::diff(&mut reference, got);
                 let gbs = |ms: f64| b.bytes / (ms * 1e-3) / 1e9;
                 println!(
                     "{:<16}{:>14} {:<7}{:<10}{:>6}{:>7}{:>10.1}{:>8.0}{:>10.1}{:>8.0}{:>10.1e}",

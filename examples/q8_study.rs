@@ -19,15 +19,16 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("q8_study: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("q8_study", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
+    use crate::common::{self, median, Lcg};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::weights::q8::Q8Tensor;
     use std::collections::HashMap;
@@ -39,14 +40,6 @@ mod native {
 
     type Res<T> = std::result::Result<T, String>;
 
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 32) as u32
-        }
-    }
-
     fn f16_to_f32(h: u16) -> f64 {
         let (e, m) = (((h >> 10) & 0x1f) as i32, (h & 0x3ff) as f64);
         let v = if e == 0 { m * 2f64.powi(-24) } else { (1.0 + m / 1024.0) * 2f64.powi(e - 15) };
@@ -55,11 +48,6 @@ mod native {
         } else {
             v
         }
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
     }
 
     struct Gpu {
@@ -118,14 +106,7 @@ mod native {
         });
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         for j in 0..REPS as u32 {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &set,
-                    beginning_of_pass_write_index: Some(2 * j),
-                    end_of_pass_write_index: Some(2 * j + 1),
-                }),
-            });
+            let mut pass = common::timed_pass(&mut enc, &set, 2 * j);
             pass.set_pipeline(pipeline);
             for i in 0..IN_PASS {
                 pass.set_bind_group(0, &groups[(j as usize * IN_PASS + i) % groups.len()], &[]);
@@ -193,7 +174,7 @@ mod native {
             let copies = ((128usize << 20) / (qb + sb) as usize).clamp(3, 64);
             let quants: Vec<u8> = (0..qb / 4).flat_map(|_| rng.next().to_le_bytes()).collect();
             let scales: Vec<u8> = (0..sb / 2).flat_map(|_| (0x3800u16 | (rng.next() as u16 & 0x3ff)).to_le_bytes()).collect();
-            let xs: Vec<f32> = (0..k).map(|_| (rng.next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect();
+            let xs: Vec<f32> = rng.f32s(k);
             // the f64 oracle of y = W x
             let oracle: Vec<f64> = (0..n)
                 .map(|i| {

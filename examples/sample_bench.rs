@@ -15,15 +15,16 @@
 fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
+mod common;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = pollster::block_on(native::run()) {
-        eprintln!("sample_bench: {e}");
-        std::process::exit(1);
-    }
+    common::run_or_exit("sample_bench", native::run());
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
+    use crate::common::{self, median, Lcg};
     use inferencelayer::gpu::{FrameParams, GpuContext, Readback, KERNELS};
     use inferencelayer::Result;
 
@@ -32,85 +33,39 @@ mod native {
     /// Dispatches in one timed pass.
     const IN_PASS: usize = 30;
 
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
+    /// A uniform draw in (0, 1).
+    fn unit(rng: &mut Lcg) -> f32 {
+        ((rng.next() >> 8) as f32 + 0.5) / (1u32 << 24) as f32
     }
 
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 32) as u32
-        }
-        fn unit(&mut self) -> f32 {
-            ((self.next() >> 8) as f32 + 0.5) / (1u32 << 24) as f32
-        }
-        /// An LM head's spread: normal, sd 3, a few tokens 8 higher.
-        fn logit(&mut self) -> f32 {
-            let (a, b) = (self.unit(), self.unit());
-            let z = (-2.0 * a.ln()).sqrt() * (std::f32::consts::TAU * b).cos();
-            z * 3.0 + if self.next() % 97 == 0 { 8.0 } else { 0.0 }
-        }
-    }
-
-    fn pipeline(ctx: &GpuContext, name: &str, source: &str) -> wgpu::ComputePipeline {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) });
-        ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(name),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        })
+    /// An LM head's spread: normal, sd 3, a few tokens 8 higher.
+    fn logit(rng: &mut Lcg) -> f32 {
+        let (a, b) = (unit(rng), unit(rng));
+        let z = (-2.0 * a.ln()).sqrt() * (std::f32::consts::TAU * b).cos();
+        z * 3.0 + if rng.next() % 97 == 0 { 8.0 } else { 0.0 }
     }
 
     /// Per-dispatch ms of `groups` (IN_PASS of them) in one pass, median of REPS - 1 passes.
     async fn time(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, groups: &[wgpu::BindGroup]) -> Result<f64> {
-        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 * REPS as u32 });
-        let bytes = 16 * REPS as u64;
-        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let rb = Readback::new(ctx, bytes);
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        for j in 0..REPS as u32 {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &set,
-                    beginning_of_pass_write_index: Some(2 * j),
-                    end_of_pass_write_index: Some(2 * j + 1),
-                }),
-            });
+        let ms = common::time_passes(ctx, REPS, |enc, set, q| {
+            let mut pass = common::timed_pass(enc, set, q);
             pass.set_pipeline(pipeline);
             for g in groups {
                 pass.set_bind_group(0, g, &[]);
                 pass.dispatch_workgroups(1, 1, 1);
             }
-        }
-        enc.resolve_query_set(&set, 0..2 * REPS as u32, &resolved, 0);
-        rb.copy(&mut enc, &resolved);
-        ctx.queue.submit([enc.finish()]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&rb.read(ctx).await?);
-        let period = ctx.queue.get_timestamp_period() as f64 * 1e-6;
-        let ms: Vec<f64> = ticks.chunks_exact(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / groups.len() as f64).collect();
-        Ok(median(ms[1..].to_vec()))
+        })
+        .await?;
+        Ok(median(ms[1..].iter().map(|t| t / groups.len() as f64).collect()))
     }
 
     pub async fn run() -> Result<()> {
-        let ctx = GpuContext::new().await?;
-        println!("adapter {}", ctx.info);
-        if !ctx.info.timestamps {
-            println!("no timestamp queries: nothing to time");
+        let ctx = common::context().await?;
+        if !common::has_timestamps(&ctx) {
             return Ok(());
         }
         let source = |name: &str| KERNELS.iter().find(|k| k.name == name).expect("a kernel of the table").source;
-        let kernels = [("radix8", pipeline(&ctx, "sample_radix8", source("sample_radix8"))), ("sample", pipeline(&ctx, "sample", source("sample")))];
+        let kernels = [("radix8", common::pipeline(&ctx, "sample_radix8", source("sample_radix8"))), ("sample", common::pipeline(&ctx, "sample", source("sample")))];
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: 17, ..Default::default() }));
         let tokens = ctx.zeros("tokens", IN_PASS)?;
         let (unused, unused_out) = (ctx.zeros("unused", 4)?, ctx.zeros("unused out", 4)?);
@@ -127,7 +82,7 @@ mod native {
             ("audio", 2048, 250, 0.8, true),
         ];
         for (name, n, top_k, temperature, flat) in rows {
-            let all: Vec<f32> = (0..IN_PASS * n).map(|_| if flat { 1.5 } else { rng.logit() }).collect();
+            let all: Vec<f32> = (0..IN_PASS * n).map(|_| if flat { 1.5 } else { logit(&mut rng) }).collect();
             let logits = ctx.storage_f32("logits", &all)?;
             let greedy = temperature <= 0.0;
             let inv_temp = if greedy { 0.0f32 } else { 1.0 / temperature };
