@@ -8,7 +8,9 @@
 //!
 //! `cargo run --release --example bandwidth [-- MIB [VARIANT.wgsl ...]]` (buffer size,
 //! default 512 MiB; each VARIANT a version of `shaders/q8_matvec.wgsl` with the same
-//! bindings and parameters, timed beside it at the same shapes and inputs). The queue
+//! bindings and parameters, which the example puts after the kernel's preludes
+//! `q8_blocks.wgsl` and `q8_linear.wgsl` as the kernel table does, timed beside it at the
+//! same shapes and inputs). The queue
 //! follows `INFERENCELAYER_VK_QUEUE` as every context does.
 
 #[cfg(target_arch = "wasm32")]
@@ -283,6 +285,7 @@ mod native {
                 let alpha = ctx.zeros("q8 alpha", k)?;
                 fill_with(&alpha, k / 4)?;
                 let y = ctx.zeros("q8 y", n)?;
+                let norm_out = ctx.zeros("q8 norm_out", n + n / 4)?;
                 let blocks = k / 32;
                 let groups_of = |lanes: usize| n.div_ceil((256 / lanes) * 4);
                 let mut lanes = 32;
@@ -291,7 +294,7 @@ mod native {
                 }
                 let params: [u32; 12] = [n as u32, k as u32, 1, 0, 0, 0, n as u32, input, lanes as u32, 1e-8f32.to_bits(), 0, 0];
                 let pb = ctx.uniform("q8 params", bytemuck::cast_slice(&params));
-                bufs.push((w, x, alpha, y, pb, grid(groups_of(lanes)), (qb + sb) as f64, lanes));
+                bufs.push((w, x, alpha, y, pb, norm_out, grid(groups_of(lanes)), (qb + sb) as f64, lanes));
             }
             print!("{:<22}", "shape [n, k] input");
             for v in &variants {
@@ -301,15 +304,16 @@ mod native {
             let mut modules = Vec::new();
             for v in &variants {
                 let src = std::fs::read_to_string(v).map_err(|e| inferencelayer::Error::Input(format!("{v}: {e}")))?;
+                let src = format!("{}{}{src}", include_str!("../shaders/q8_blocks.wgsl"), include_str!("../shaders/q8_linear.wgsl"));
                 modules.push(common::pipeline(&ctx, v, &src));
             }
             for (si, &(n, k, input)) in shapes.iter().enumerate() {
-                let (w, x, alpha, y, pb, g, wbytes, lanes) = &bufs[si];
+                let (w, x, alpha, y, pb, norm_out, g, wbytes, lanes) = &bufs[si];
                 print!("{:<22}", format!("[{n}, {k}] {} l{lanes}", ["plain", "gated", "normed"][input as usize]));
                 for pl in &modules {
                     let bgs: Vec<wgpu::BindGroup> = w
                         .iter()
-                        .map(|(q, s)| pr.bind(pl, &[(0, q), (1, s), (2, x), (3, alpha), (4, y), (5, pb)]))
+                        .map(|(q, s)| pr.bind(pl, &[(0, q), (1, s), (2, x), (3, alpha), (4, y), (5, pb), (6, norm_out)]))
                         .collect();
                     let ms = time_passes(&ctx, REPS, |enc, set, qi| {
                         let mut pass = timed_pass(enc, set, qi);

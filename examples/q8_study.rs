@@ -1,7 +1,7 @@
 //! Where the Q8_0 matrix-vector kernel's time goes, at Moshi 7B's linear shapes: variants of
 //! one kernel (`shaders/q8_study.wgsl`, specialised by override constants) that leave a
 //! stage out or do it another way, timed side by side with timestamp queries:
-//! - `decode`: `shift` (i8 -> f32 by shifts and a conversion, as `q8_matvec.wgsl`), `exp`
+//! - `decode`: `shift` (i8 -> f32 by shifts and a conversion, `q8_blocks.wgsl`'s `i8x4` as `q8_matvec.wgsl` uses it), `exp`
 //!   (the exponent trick), `loads` (the weight words loaded and combined, not decoded),
 //!   `dot4` (`dot4I8Packed` against inputs packed as i8), `none` (no weight loads);
 //! - `lanes` per row group of 4 rows and `unroll` (16-weight units per lane per iteration).

@@ -4,7 +4,7 @@
 // barrier between them. Workgroup (b, g) attends heads g G .. g G + G - 1 (G = p.group) of
 // the window, a thread per (head, position, vec4 column) as in rope_attention_small, then
 // dots its p.rows output rows b p.rows .. with those heads' G hd columns of out_proj's Q8_0
-// weights (the layout of q8_matvec.wgsl), a thread per (row, unit of 16 columns): the
+// weights (the layout of q8_blocks.wgsl), a thread per (row, unit of 16 columns): the
 // head group's part of out_proj, written as partial row g. The rows that read the residual
 // next add the partial rows in (q8_matvec_dot4.wgsl's p.partials).
 //

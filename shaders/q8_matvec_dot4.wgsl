@@ -1,4 +1,4 @@
-// Linear layer with Q8_0 weights (the layout and parameters of q8_matvec.wgsl) whose dot
+// Linear layer with Q8_0 weights (the layout of q8_blocks.wgsl, the parameters of q8_linear.wgsl as q8_matvec.wgsl reads them) whose dot
 // products run on packed 8-bit integers: each workgroup first quantizes the input row into
 // workgroup memory, 4096 inputs at a time, as two 8-bit levels per unit of 16 inputs
 // (x ~ s (hi + lo / 254), s = max |x| / 127 over the unit: 15 to 16 bits of the unit's

@@ -1,10 +1,10 @@
-// Variants of the Q8_0 matrix-vector product (the layout of q8_matvec.wgsl, plain input,
+// Variants of the Q8_0 matrix-vector product (the layout of q8_blocks.wgsl, plain input,
 // y = W x) for examples/q8_study.rs: which part of the kernel its time goes to. A
 // workgroup of 256 threads is 256 / LANES row groups of LANES threads; a row group computes
 // 4 consecutive rows, its lanes taking UNROLL 16-weight units per iteration (unit u of
 // the row, u + LANES, ...).
 //
-// DECODE 0: i8 -> f32 by shifts and a conversion (q8_matvec.wgsl's)
+// DECODE 0: i8 -> f32 by shifts and a conversion (q8_blocks.wgsl's i8x4, as q8_matvec.wgsl)
 //        1: i8 -> f32 by the exponent trick (byte | 0x4b000000 as f32, minus 2^23 + 128)
 //        2: loads only: the weight words are combined without decoding
 //        3: dot4I8Packed against an input already packed as i8 (one 16-byte load of

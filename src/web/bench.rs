@@ -72,7 +72,7 @@ pub async fn bench_mimi(checkpoint: Vec<u8>, config_json: Option<String>, frames
     }
     let config = load::mimi_config(config_json.as_deref()).map_err(js_error)?;
     let ctx = Rc::new(GpuContext::new().await.map_err(js_error)?);
-    let weights = load::mimi_weights(&config, &ctx.info.limits(), Source::Bytes(&checkpoint), Some(checkpoint.len() as u64)).await.map_err(js_error)?;
+    let weights = load::mimi_weights(&config, "configJson", &ctx.info.limits(), Source::Bytes(&checkpoint), Some(checkpoint.len() as u64)).await.map_err(js_error)?;
     drop(checkpoint);
     let mut mimi = crate::Mimi::new(ctx, &weights).await.map_err(js_error)?;
     drop(weights);
@@ -118,7 +118,7 @@ pub async fn bench_lm(frames: usize, warmup: usize, seed: u32, options: JsValue)
     let t0 = now_ms();
     let (weights, kind) = match &lm_url {
         Some(url) => (
-            load::lm_weights(ctx.clone(), &config, Source::Url { url, progress: None, signal: None }, None).await.map_err(js_error)?,
+            load::lm_weights(ctx.clone(), &config, "config", Source::Url { url, progress: None, signal: None }, None).await.map_err(js_error)?,
             "checkpoint",
         ),
         None => (upload_synthetic_with(&ctx, &config, seed as u64, generator).map_err(js_error)?, generator.name()),
@@ -131,7 +131,7 @@ pub async fn bench_lm(frames: usize, warmup: usize, seed: u32, options: JsValue)
         None => None,
         Some(bytes) => {
             let mc = load::mimi_config(mimi_config.as_deref()).map_err(js_error)?;
-            Some(load::mimi_weights(&mc, &ctx.info.limits(), Source::Bytes(&bytes), Some(bytes.len() as u64)).await.map_err(js_error)?)
+            Some(load::mimi_weights(&mc, "mimiConfig", &ctx.info.limits(), Source::Bytes(&bytes), Some(bytes.len() as u64)).await.map_err(js_error)?)
         }
     };
     let signal = bench::bench_signal().map_err(js_error)?;

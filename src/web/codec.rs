@@ -40,7 +40,7 @@ impl MimiCodec {
     async fn build(source: Source<'_>, len: Option<u64>, config: Option<String>) -> crate::Result<MimiCodec> {
         let c = load::mimi_config(config.as_deref())?;
         let ctx = Rc::new(super::limits::gpu_context().await?);
-        let w = load::mimi_weights(&c, &ctx.info.limits(), source, len).await?;
+        let w = load::mimi_weights(&c, "mimiConfig", &ctx.info.limits(), source, len).await?;
         let adapter = ctx.info.to_string();
         let mimi = Mimi::new(ctx, &w).await?;
         Ok(Self { mimi, frame_size: c.frame_size(), num_codebooks: c.num_codebooks, decoded: 0, adapter })
@@ -118,7 +118,7 @@ pub fn mimi_cpu_roundtrip(mimi: &[u8], config: Option<String>, pcm: &[f32]) -> R
     if pcm.len() % fs != 0 {
         return Err(JsError::new(&format!("{} samples are not a whole number of {fs}-sample frames", pcm.len())));
     }
-    let w = load::mimi_weights_from_bytes(&c, mimi).map_err(js_error)?;
+    let w = load::mimi_weights_from_bytes(&c, "config", mimi).map_err(js_error)?;
     let mut cpu = MimiCpu::new(&w);
     let mut codes = Vec::new();
     for f in pcm.chunks_exact(fs) {

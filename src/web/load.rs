@@ -53,22 +53,29 @@ async fn feed<K: ByteSink>(what: &str, source: Source<'_>, mut sink: K) -> Resul
 }
 
 /// Mimi's weights (safetensors, Kyutai's names) through [`MimiLoader`], for a codec on a
-/// device with `limits`: refused before the source is opened when it cannot fit them.
-pub async fn mimi_weights(config: &MimiConfig, limits: &GpuLimits, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
-    let sink = feed("Mimi checkpoint", source, MimiLoader::checked(config, limits, len)?).await.map_err(mimi_mismatch)?;
-    sink.into_weights().map_err(|e| mimi_mismatch(context("Mimi checkpoint", e)))
+/// device with `limits`: refused before the source is opened when it cannot fit them. A
+/// checkpoint whose tensors do not match `config` is refused with a hint to pass its config
+/// as `config_option` (the caller's name for it, e.g. `mimiConfig`).
+pub async fn mimi_weights(config: &MimiConfig, config_option: &str, limits: &GpuLimits, source: Source<'_>, len: Option<u64>) -> Result<MimiWeights> {
+    let mismatch = |e| mimi_mismatch(e, config_option);
+    let sink = feed("Mimi checkpoint", source, MimiLoader::checked(config, limits, len)?).await.map_err(mismatch)?;
+    sink.into_weights().map_err(|e| mismatch(context("Mimi checkpoint", e)))
 }
 
 /// The LM's weights (safetensors or GGUF) through [`LmLoader`], into GPU buffers on `ctx`
-/// (refused before the source is opened when the LM cannot fit the context's limits).
-pub async fn lm_weights(ctx: Rc<GpuContext>, config: &LmConfig, source: Source<'_>, len: Option<u64>) -> Result<LmGpuWeights> {
-    let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await.map_err(lm_mismatch)?;
-    sink.into_weights().map_err(|e| lm_mismatch(context("Moshi LM checkpoint", e)))
+/// (refused before the source is opened when the LM cannot fit the context's limits); a
+/// checkpoint that does not match `config` is refused with a hint to pass its config as
+/// `config_option` (e.g. `lmConfig`).
+pub async fn lm_weights(ctx: Rc<GpuContext>, config: &LmConfig, config_option: &str, source: Source<'_>, len: Option<u64>) -> Result<LmGpuWeights> {
+    let mismatch = |e| lm_mismatch(e, config_option);
+    let sink = feed("Moshi LM checkpoint", source, LmLoader::new(ctx, config, len)?).await.map_err(mismatch)?;
+    sink.into_weights().map_err(|e| mismatch(context("Moshi LM checkpoint", e)))
 }
 
-/// Mimi's weights from a whole safetensors file (the CPU oracle's path).
-pub fn mimi_weights_from_bytes(config: &MimiConfig, bytes: &[u8]) -> Result<MimiWeights> {
-    MimiWeights::from_safetensors(config, bytes).map_err(|e| mimi_mismatch(context("Mimi checkpoint", e)))
+/// Mimi's weights from a whole safetensors file (the CPU oracle's path), refused as
+/// [`mimi_weights`] refuses them.
+pub fn mimi_weights_from_bytes(config: &MimiConfig, config_option: &str, bytes: &[u8]) -> Result<MimiWeights> {
+    MimiWeights::from_safetensors(config, bytes).map_err(|e| mimi_mismatch(context("Mimi checkpoint", e), config_option))
 }
 
 /// The text tokenizer from a SentencePiece model's bytes.
@@ -77,14 +84,14 @@ pub fn tokenizer(bytes: &[u8]) -> Result<TextTokenizer> {
 }
 
 /// A Mimi checkpoint refused for its tensors (missing, unknown, misshapen) was most likely
-/// made for another geometry than the config's: say to pass `mimiConfig`.
-fn mimi_mismatch(e: Error) -> Error {
-    mismatch(e, "Mimi checkpoint", "mimiConfig", "the released codec's")
+/// made for another geometry than the config's: say to pass its config as `option`.
+fn mimi_mismatch(e: Error, option: &str) -> Error {
+    mismatch(e, "Mimi checkpoint", option, "the released codec's")
 }
 
-/// [`mimi_mismatch`] for the LM: say to pass `lmConfig`.
-fn lm_mismatch(e: Error) -> Error {
-    mismatch(e, "Moshi LM checkpoint", "lmConfig", "Moshi 7B's")
+/// [`mimi_mismatch`] for the LM.
+fn lm_mismatch(e: Error, option: &str) -> Error {
+    mismatch(e, "Moshi LM checkpoint", option, "Moshi 7B's")
 }
 
 fn mismatch(e: Error, what: &str, option: &str, default: &str) -> Error {

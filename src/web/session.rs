@@ -95,8 +95,8 @@ impl MoshiSession {
         let limits = ctx.info.limits();
         crate::moshi::requirements(&lc, &limits)?.check()?;
         crate::session::check_configs(&mc, &lc)?;
-        let mimi_w = load::mimi_weights(&mc, &limits, mimi, mimi_len).await?;
-        let lm_w = load::lm_weights(ctx.clone(), &lc, lm, lm_len).await?;
+        let mimi_w = load::mimi_weights(&mc, "mimiConfig", &limits, mimi, mimi_len).await?;
+        let lm_w = load::lm_weights(ctx.clone(), &lc, "lmConfig", lm, lm_len).await?;
         let adapter = ctx.info.to_string();
         let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed) };
         let session = Session::new(ctx, &mimi_w, &lm_w, sampling).await?;

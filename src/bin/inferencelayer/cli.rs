@@ -376,10 +376,11 @@ fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(file_error(output, format!("{} is not a directory", dir.display()))),
-            Err(_) => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let d = dir.display();
                 return Err(file_error(output, format!("the directory {d} does not exist: create it first (mkdir -p {d})")));
             }
+            Err(e) => return Err(file_error(output, format!("cannot reach the directory {}: {e}", dir.display()))),
         }
     }
     distinct_from(output, inputs)
