@@ -6,7 +6,6 @@
 //! truncated, wrong dtype or shape), except codes outside `[0, bins)`, which are
 //! [`Error::CodeOutOfRange`] with their frame and codebook. Nothing here panics on bad input.
 
-use std::fs::File;
 use std::io::{BufWriter, Cursor};
 use std::path::Path;
 
@@ -185,23 +184,53 @@ fn resample(x: &[f32], from: usize, to: usize) -> std::result::Result<Vec<f32>, 
 /// Write `pcm` (24 kHz mono, nominally in [-1, 1]) as a 16-bit WAV at 24 kHz.
 ///
 /// Samples are clamped to [-1, 1] and stored as `round(s * 32768)` saturated to the 16-bit
-/// range, the inverse of [`read_wav`]'s scaling; a NaN is stored as 0. Fails with
-/// [`Error::File`] naming the file when it cannot be created or written.
+/// range, the inverse of [`read_wav`]'s scaling; a NaN is stored as 0. The file is written whole
+/// or not at all ([`write_file`]). Fails with [`Error::File`] naming the file when it cannot be
+/// created or written.
 pub fn write_wav(path: impl AsRef<Path>, pcm: &[f32]) -> Result<()> {
-    let path = path.as_ref();
-    let fail = |e: hound::Error| Error::file(path.display(), format!("cannot write the WAV: {e}"));
     let spec = hound::WavSpec {
         channels: 1,
         sample_rate: SAMPLE_RATE,
         bits_per_sample: 16,
         sample_format: hound::SampleFormat::Int,
     };
-    let mut w = hound::WavWriter::create(path, spec).map_err(fail)?;
-    for &s in pcm {
-        // `as` saturates (1.0 gives 32767) and maps NaN to 0.
-        w.write_sample((s.clamp(-1.0, 1.0) * 32768.0).round() as i16).map_err(fail)?;
-    }
-    w.finalize().map_err(fail)
+    write_file(path, "WAV", |out| {
+        let mut w = hound::WavWriter::new(out, spec)?;
+        for &s in pcm {
+            // `as` saturates (1.0 gives 32767) and maps NaN to 0.
+            w.write_sample((s.clamp(-1.0, 1.0) * 32768.0).round() as i16)?;
+        }
+        w.finalize()
+    })
+}
+
+/// Write a file whole or not at all: `write` fills a temporary file beside `path` (in its
+/// directory, so that the two are on one file system), which then takes `path`'s place by a
+/// rename. A failure part way (a full disk, an error of `write`) removes the temporary file
+/// and leaves whatever was at `path` before as it was. The file gets the permissions
+/// `File::create` would give it.
+///
+/// Fails with [`Error::File`] naming `path`: "cannot write the {what}: {reason}".
+pub fn write_file<E: std::fmt::Display>(
+    path: impl AsRef<Path>,
+    what: &str,
+    write: impl FnOnce(&mut BufWriter<tempfile::NamedTempFile>) -> std::result::Result<(), E>,
+) -> Result<()> {
+    let path = path.as_ref();
+    let fail = |e: &dyn std::fmt::Display| Error::file(path.display(), format!("cannot write the {what}: {e}"));
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temp = tempfile::Builder::new();
+    temp.prefix(".inferencelayer-").suffix(".part");
+    #[cfg(unix)]
+    temp.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666)); // less the umask
+    let mut out = BufWriter::new(temp.tempfile_in(dir).map_err(|e| fail(&e))?);
+    write(&mut out).map_err(|e| fail(&e))?;
+    let file = out.into_inner().map_err(|e| fail(e.error()))?;
+    file.persist(path).map_err(|e| fail(&e.error))?;
+    Ok(())
 }
 
 /// Check that the shape in an `.npy` header has a product that fits in 64 bits (the parser
@@ -354,22 +383,22 @@ pub fn read_codes(path: impl AsRef<Path>, n_q: usize, bins: usize) -> Result<Vec
 /// Write codes as a NumPy `.npy` `int64` array of shape `[frames, n_q]` (C order), as
 /// `np.save` would; `n_q` is the length of the rows (0 when there are no frames).
 ///
-/// Fails with [`Error::Input`] when the rows differ in length, and with [`Error::File`]
-/// naming the file when it cannot be created or written.
+/// The file is written whole or not at all ([`write_file`]). Fails with [`Error::Input`] when
+/// the rows differ in length, and with [`Error::File`] naming the file when it cannot be
+/// created or written.
 pub fn write_codes(path: impl AsRef<Path>, codes: &[Vec<u32>]) -> Result<()> {
     let path = path.as_ref();
     let n_q = codes.first().map_or(0, Vec::len);
     if let Some(f) = codes.iter().position(|r| r.len() != n_q) {
         return Err(Error::Input(format!("frame {f} has {} codes, frame 0 has {n_q}", codes[f].len())));
     }
-    let fail = |e: std::io::Error| Error::file(path.display(), format!("cannot write the codes: {e}"));
-    let file = File::create(path).map_err(fail)?;
-    let mut w = npyz::WriteOptions::<i64>::new()
-        .default_dtype()
-        .shape(&[codes.len() as u64, n_q as u64])
-        .writer(BufWriter::new(file))
-        .begin_nd()
-        .map_err(fail)?;
-    w.extend(codes.iter().flatten().map(|&c| c as i64)).map_err(fail)?;
-    w.finish().map_err(fail)
+    write_file(path, "codes", |out| {
+        let mut w = npyz::WriteOptions::<i64>::new()
+            .default_dtype()
+            .shape(&[codes.len() as u64, n_q as u64])
+            .writer(out)
+            .begin_nd()?;
+        w.extend(codes.iter().flatten().map(|&c| c as i64))?;
+        w.finish()
+    })
 }

@@ -249,6 +249,31 @@ fn write_wav_clamps_and_read_wav_reads_it_back() {
 }
 
 #[test]
+fn a_write_that_fails_part_way_leaves_the_file_before_and_no_temporary_file() {
+    use std::io::Write;
+    let dir = scratch().join("whole-or-nothing");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create dir");
+    let p = dir.join("reply.wav");
+    audio::write_wav(&p, &[0.25; 480]).expect("write WAV");
+    let before = std::fs::read(&p).expect("read WAV");
+    let err = audio::write_file(&p, "WAV", |out| {
+        out.write_all(&[0u8; 100_000]).map_err(|e| e.to_string())?;
+        Err("the disk is full".to_string())
+    })
+    .expect_err("the write fails");
+    let text = err.to_string();
+    assert!(matches!(err, Error::File { .. }) && text.contains("reply.wav"), "{text}");
+    assert!(text.contains("cannot write the WAV: the disk is full"), "{text}");
+    assert_eq!(std::fs::read(&p).expect("read WAV"), before, "the file before was changed");
+    let left: Vec<_> = std::fs::read_dir(&dir).expect("list dir").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(left, [std::ffi::OsString::from("reply.wav")], "a temporary file was left behind");
+    // a write that succeeds replaces the file
+    audio::write_wav(&p, &[-0.5; 960]).expect("write WAV");
+    assert_eq!(audio::read_wav(&p).expect("read WAV"), vec![-0.5; 960]);
+}
+
+#[test]
 fn codes_files_round_trip_in_every_integer_dtype_and_order() {
     let codes: Vec<Vec<u32>> = (0..5u32).map(|f| (0..3u32).map(|q| (f * 400 + q * 7) % 2048).collect()).collect();
     let p = path("codes-i64.npy");

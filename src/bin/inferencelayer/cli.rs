@@ -34,6 +34,7 @@ macro_rules! println {
     }};
 }
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -540,7 +541,7 @@ fn synthetic_checkpoint(output: &Path, config: Option<&Path>, seed: u64) -> Resu
             (config.tensor_specs(), bytes)
         }
     };
-    std::fs::write(output, &bytes).map_err(|e| file_error(output, format!("cannot write the checkpoint: {e}")))?;
+    audio::write_file(output, "checkpoint", |out| out.write_all(&bytes))?;
     eprintln!(
         "wrote a synthetic Mimi checkpoint (seed {seed}, {} tensors, {:.0} MB) in {:.1} s",
         specs.len(),
@@ -728,7 +729,7 @@ fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
     let start = Instant::now();
     let gguf = output.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
     let bytes = if gguf { lm_synthetic::lm_gguf(&config, seed)? } else { synthetic::lm_checkpoint(&specs, seed)? };
-    std::fs::write(output, &bytes).map_err(|e| file_error(output, format!("cannot write the checkpoint: {e}")))?;
+    audio::write_file(output, "checkpoint", |out| out.write_all(&bytes))?;
     eprintln!(
         "wrote a synthetic Moshi LM checkpoint (seed {seed}, {} tensors, {} parameters, {:.1} MB) in {:.1} s",
         specs.len(),
@@ -762,16 +763,15 @@ fn read_user_codes(path: &Path, users: usize, card: usize) -> Result<Vec<Vec<u32
 
 /// Write tokens as `.npy` int64 `[rows, cols]`.
 fn write_tokens(path: &Path, rows: &[Vec<i32>], cols: usize) -> Result<()> {
-    let fail = |e: std::io::Error| file_error(path, format!("cannot write the tokens: {e}"));
-    let file = std::fs::File::create(path).map_err(fail)?;
-    let mut w = npyz::WriteOptions::<i64>::new()
-        .default_dtype()
-        .shape(&[rows.len() as u64, cols as u64])
-        .writer(std::io::BufWriter::new(file))
-        .begin_nd()
-        .map_err(fail)?;
-    w.extend(rows.iter().flatten().map(|&t| t as i64)).map_err(fail)?;
-    w.finish().map_err(fail)
+    audio::write_file(path, "tokens", |out| {
+        let mut w = npyz::WriteOptions::<i64>::new()
+            .default_dtype()
+            .shape(&[rows.len() as u64, cols as u64])
+            .writer(out)
+            .begin_nd()?;
+        w.extend(rows.iter().flatten().map(|&t| t as i64))?;
+        w.finish()
+    })
 }
 
 async fn converse(a: &ConverseArgs) -> Result<()> {
