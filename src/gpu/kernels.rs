@@ -204,51 +204,67 @@ pub(crate) struct AttentionParams {
     pub _pad: [u32; 2],
 }
 
+/// What every rotary attention kernel reads first in its Params (`rope_attention`,
+/// `rope_attention_small`, `rope_attention_split`, `attention_combine`,
+/// `attention_out_proj`): the model width, the heads, the KV ring's positions, the context
+/// attended, the softmax scale `1 / sqrt(head_dim)`, the rotary frequencies' coefficient
+/// `-2 ln(max_period) / head_dim` and whether to rotate at all.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct RopeHeads {
+    pub dim: u32,
+    pub heads: u32,
+    pub ring: u32,
+    pub context: u32,
+    pub scale: f32,
+    pub freq_coef: f32,
+    pub rope: u32,
+}
+
+impl RopeHeads {
+    /// `spec`'s attention over a ring of `spec.context` positions.
+    pub fn new(spec: &crate::gpu::TransformerSpec) -> Self {
+        let hd = (spec.dim / spec.heads) as f64;
+        Self {
+            dim: spec.dim as u32,
+            heads: spec.heads as u32,
+            ring: spec.context as u32,
+            context: spec.context as u32,
+            scale: (1.0 / hd.sqrt()) as f32,
+            freq_coef: (-(spec.max_period.ln()) * 2.0 / hd) as f32,
+            rope: spec.rope as u32,
+        }
+    }
+}
+
+/// The parameters of `rope_attention` and `rope_attention_small`: [`RopeHeads`], then the
+/// new positions of the step (`t`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct RopeAttentionParams {
-    pub dim: u32,
-    pub heads: u32,
-    pub ring: u32,
-    pub context: u32,
-    pub scale: f32,
-    pub freq_coef: f32,
-    pub rope: u32,
+    pub heads: RopeHeads,
     pub t: u32,
 }
 
-/// The parameters of `attention_out_proj`: those of `rope_attention_small`, then the heads
-/// a workgroup attends (`group`) and the output rows it dots with their columns (`rows`).
+/// The parameters of `attention_out_proj`: [`RopeHeads`], then the heads a workgroup
+/// attends (`group`) and the output rows it dots with their columns (`rows`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct AttentionOutProjParams {
-    pub dim: u32,
-    pub heads: u32,
-    pub ring: u32,
-    pub context: u32,
-    pub scale: f32,
-    pub freq_coef: f32,
-    pub rope: u32,
+    pub heads: RopeHeads,
     pub group: u32,
     pub rows: u32,
     pub _pad: [u32; 3],
 }
 
-/// The parameters of `rope_attention_split` and `attention_combine`: those of
-/// `rope_attention`, then the most positions per workgroup (`chunk`, which sets the splits
-/// of the dispatch), the fewest a workgroup takes of a partly filled window (`least`) and
-/// the fewest threads that share a key's dot product where the kernel's partial dots fit
-/// (`key_lanes`).
+/// The parameters of `rope_attention_split` and `attention_combine`: [`RopeHeads`], then
+/// the most positions per workgroup (`chunk`, which sets the splits of the dispatch), the
+/// fewest a workgroup takes of a partly filled window (`least`) and the fewest threads that
+/// share a key's dot product where the kernel's partial dots fit (`key_lanes`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct SplitAttentionParams {
-    pub dim: u32,
-    pub heads: u32,
-    pub ring: u32,
-    pub context: u32,
-    pub scale: f32,
-    pub freq_coef: f32,
-    pub rope: u32,
+    pub heads: RopeHeads,
     pub chunk: u32,
     pub least: u32,
     pub key_lanes: u32,

@@ -1415,17 +1415,7 @@ impl<'a> PlanBuilder<'a> {
         if half && t != 1 {
             return Err(Error::config(label, format!("f16 KV rings take one new position a step, got {t}")));
         }
-        let freq_coef = (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32;
-        let rope_params = |t: usize| RopeAttentionParams {
-            dim: dim as u32,
-            heads: heads as u32,
-            ring: ring as u32,
-            context: spec.context as u32,
-            scale: (1.0 / (hd as f64).sqrt()) as f32,
-            freq_coef,
-            rope: spec.rope as u32,
-            t: t as u32,
-        };
+        let rope_params = |t: usize| RopeAttentionParams { heads: RopeHeads::new(spec), t: t as u32 };
         if t == 1 {
             // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
@@ -1452,13 +1442,7 @@ impl<'a> PlanBuilder<'a> {
                 }
                 AttentionDispatch::Split { chunk, least, splits } => {
                     let sp = SplitAttentionParams {
-                        dim: p.dim,
                         heads: p.heads,
-                        ring: p.ring,
-                        context: p.context,
-                        scale: p.scale,
-                        freq_coef,
-                        rope: p.rope,
                         chunk: chunk as u32,
                         least: least as u32,
                         key_lanes: ATTENTION_KEY_LANES as u32,
@@ -1503,7 +1487,7 @@ impl<'a> PlanBuilder<'a> {
             heads: heads as u32,
             ring: ring as u32,
             t: t as u32,
-            freq_coef,
+            freq_coef: RopeHeads::new(spec).freq_coef,
             rope: spec.rope as u32,
             _pad: [0; 2],
         };
@@ -1599,13 +1583,7 @@ impl<'a> PlanBuilder<'a> {
         let rows = 256 / units;
         let [k_ring, v_ring, pos_ring] = rings;
         let p = AttentionOutProjParams {
-            dim: dim as u32,
-            heads: heads as u32,
-            ring: ring as u32,
-            context: spec.context as u32,
-            scale: (1.0 / (hd as f64).sqrt()) as f32,
-            freq_coef: (-(spec.max_period.ln()) * 2.0 / hd as f64) as f32,
-            rope: spec.rope as u32,
+            heads: RopeHeads::new(spec),
             group: g as u32,
             rows: rows as u32,
             _pad: [0; 3],
