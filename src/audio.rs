@@ -6,6 +6,7 @@
 //! truncated, wrong dtype or shape), except codes outside `[0, bins)`, which are
 //! [`Error::CodeOutOfRange`] with their frame and codebook. Nothing here panics on bad input.
 
+use std::fs::File;
 use std::io::{BufWriter, Cursor};
 use std::path::Path;
 
@@ -205,20 +206,39 @@ pub fn write_wav(path: impl AsRef<Path>, pcm: &[f32]) -> Result<()> {
 }
 
 /// Write a file whole or not at all: `write` fills a temporary file beside `path` (in its
-/// directory, so that the two are on one file system), which then takes `path`'s place by a
-/// rename. A failure part way (a full disk, an error of `write`) removes the temporary file
-/// and leaves whatever was at `path` before as it was. The file gets the permissions
-/// `File::create` would give it.
+/// directory, so that the two are on one file system), which is flushed to the disk and then
+/// takes `path`'s place by a rename. A failure part way (a full disk, an error of `write`)
+/// removes the temporary file and leaves whatever was at `path` before as it was.
+///
+/// A symlink is followed: its target is replaced and the link kept. A file replaced keeps its
+/// permissions; a new one gets those `File::create` gives (0o666 less the umask on Unix).
+/// What cannot be replaced by a rename (a device such as `/dev/null`, a FIFO, a dangling
+/// symlink) is written directly, as `File::create` would.
 ///
 /// Fails with [`Error::File`] naming `path`: "cannot write the {what}: {reason}".
 pub fn write_file<E: std::fmt::Display>(
     path: impl AsRef<Path>,
     what: &str,
-    write: impl FnOnce(&mut BufWriter<tempfile::NamedTempFile>) -> std::result::Result<(), E>,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
 ) -> Result<()> {
     let path = path.as_ref();
     let fail = |e: &dyn std::fmt::Display| Error::file(path.display(), format!("cannot write the {what}: {e}"));
-    let dir = match path.parent() {
+    // `into_inner` flushes the buffer and reports a failure to
+    let finish = |out: BufWriter<File>| out.into_inner().map_err(|e| fail(e.error()));
+    // `metadata` follows symlinks: `existing` is what a write would change
+    let existing = std::fs::metadata(path).ok();
+    let dangling = existing.is_none() && path.is_symlink();
+    if dangling || existing.as_ref().is_some_and(|m| !m.is_file()) {
+        let mut out = BufWriter::new(File::create(path).map_err(|e| fail(&e))?);
+        write(&mut out).map_err(|e| fail(&e))?;
+        finish(out)?;
+        return Ok(());
+    }
+    let target = match existing {
+        Some(_) => std::fs::canonicalize(path).map_err(|e| fail(&e))?,
+        None => path.to_path_buf(),
+    };
+    let dir = match target.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
@@ -226,10 +246,15 @@ pub fn write_file<E: std::fmt::Display>(
     temp.prefix(".inferencelayer-").suffix(".part");
     #[cfg(unix)]
     temp.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666)); // less the umask
-    let mut out = BufWriter::new(temp.tempfile_in(dir).map_err(|e| fail(&e))?);
+    // tempfile's errors name the temporary file, which the user never sees: keep the reason
+    let (file, temp_path) = temp.tempfile_in(dir).map_err(|e| fail(&std::io::Error::from(e.kind())))?.into_parts();
+    if let Some(before) = &existing {
+        file.set_permissions(before.permissions()).map_err(|e| fail(&e))?;
+    }
+    let mut out = BufWriter::new(file);
     write(&mut out).map_err(|e| fail(&e))?;
-    let file = out.into_inner().map_err(|e| fail(e.error()))?;
-    file.persist(path).map_err(|e| fail(&e.error))?;
+    finish(out)?.sync_all().map_err(|e| fail(&e))?;
+    temp_path.persist(&target).map_err(|e| fail(&e.error))?;
     Ok(())
 }
 

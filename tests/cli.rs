@@ -273,6 +273,64 @@ fn a_write_that_fails_part_way_leaves_the_file_before_and_no_temporary_file() {
     assert_eq!(audio::read_wav(&p).expect("read WAV"), vec![-0.5; 960]);
 }
 
+#[cfg(unix)]
+#[test]
+fn a_replaced_file_keeps_its_mode_a_symlink_its_target_and_a_fifo_is_written_directly() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = scratch().join("replace");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("real")).expect("create dir");
+    let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+
+    let private = dir.join("private.npy");
+    audio::write_codes(&private, &[vec![1, 2]]).expect("write codes");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    audio::write_codes(&private, &[vec![3, 4], vec![5, 6]]).expect("write codes");
+    assert_eq!(mode(&private), 0o600, "a private file became readable by others");
+    assert_eq!(audio::read_codes(&private, 2, 2048).expect("read codes"), [vec![3, 4], vec![5, 6]]);
+
+    // a link into another directory: the target is replaced, the link stays a link
+    let target = dir.join("real").join("reply.wav");
+    audio::write_wav(&target, &[0.25; 4]).expect("write WAV");
+    let link = dir.join("reply.wav");
+    symlink(&target, &link).expect("symlink");
+    audio::write_wav(&link, &[0.5; 8]).expect("write WAV through the link");
+    assert!(std::fs::symlink_metadata(&link).expect("lstat").file_type().is_symlink(), "the link was replaced");
+    assert_eq!(audio::read_wav(&target).expect("read WAV"), vec![0.5; 8]);
+
+    // a dangling link is written through, as File::create would
+    let dangling = dir.join("dangling.wav");
+    symlink(dir.join("real").join("new.wav"), &dangling).expect("symlink");
+    audio::write_wav(&dangling, &[0.5; 8]).expect("write WAV through a dangling link");
+    assert!(std::fs::symlink_metadata(&dangling).expect("lstat").file_type().is_symlink());
+    assert_eq!(audio::read_wav(dir.join("real").join("new.wav")).expect("read WAV"), vec![0.5; 8]);
+
+    // a FIFO (as a device) is not replaced by a rename: it is written directly
+    let fifo = dir.join("codes.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).expect("read the FIFO"))
+    };
+    audio::write_codes(&fifo, &[vec![7, 8]]).expect("write codes into a FIFO");
+    // checked before the join: a reader left waiting on a replaced FIFO ends with the process
+    assert!(!std::fs::metadata(&fifo).expect("metadata").is_file(), "the FIFO was replaced by a file");
+    let through = reader.join().expect("reader");
+    let direct = dir.join("direct.npy");
+    audio::write_codes(&direct, &[vec![7, 8]]).expect("write codes");
+    assert_eq!(through, std::fs::read(&direct).expect("read codes"), "the FIFO got other bytes");
+
+    for d in [dir.as_path(), &dir.join("real")] {
+        let parts: Vec<_> = std::fs::read_dir(d)
+            .expect("list dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".part"))
+            .collect();
+        assert!(parts.is_empty(), "temporary files left in {}: {parts:?}", d.display());
+    }
+}
+
 #[test]
 fn codes_files_round_trip_in_every_integer_dtype_and_order() {
     let codes: Vec<Vec<u32>> = (0..5u32).map(|f| (0..3u32).map(|q| (f * 400 + q * 7) % 2048).collect()).collect();
