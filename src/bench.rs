@@ -148,7 +148,8 @@ pub fn profile_json(groups: &Option<Profile>) -> serde_json::Value {
 /// 16-byte load and store per thread; a scalar copy of 64-thread workgroups stops at a fifth
 /// of the bandwidth on a large GPU, bound by how fast workgroups start) timed with timestamp
 /// queries (the best of 5) where the device has them, else by `copy_buffer_to_buffer` 10
-/// times in one submit timed on `now` (ms). The ceiling achieved figures are compared to.
+/// times in one submit timed on `now` (ms). The ceiling achieved figures are compared to;
+/// a GPU that has been idle may still run at a low clock, so measure after work.
 pub async fn copy_bandwidth(ctx: &GpuContext, now: &dyn Fn() -> f64) -> Result<(f64, &'static str)> {
     // In u64: a limit of 4 GiB or more would wrap to 0 as a wasm32 usize.
     let len = ((128u64 << 20).min(ctx.info.max_storage_binding / 4).min(ctx.info.max_buffer / 8) & !3) as usize;
@@ -422,7 +423,10 @@ pub struct LmBench {
 /// then the same frames again on a new stream with the temporal part and the depformer
 /// submitted and waited for apart (`Lm::step_timed`), then each plan profiled `replays`
 /// times; with `mimi`, whole full-duplex frames of `signal` (24 kHz, looped) through a
-/// [`Session`] over the same weights. With `bandwidth`, the copy kernel's bandwidth first.
+/// [`Session`] over the same weights. With `bandwidth`, the copy kernel's bandwidth right
+/// after the whole steps, on a GPU at the clocks the steps ran at (measured before them,
+/// after the upload, the H200 read 1.7 TB/s in some runs and 4.2 in others; after them, 4.1
+/// to 4.2 in every run).
 /// [`Error::Input`] for 0 frames; the device's errors otherwise. Mirrors
 /// `inferencelayer bench-lm`.
 #[allow(clippy::too_many_arguments)]
@@ -441,7 +445,6 @@ pub async fn bench_lm(
     }
     let ctx: Rc<GpuContext> = lm.context().clone();
     let config = weights.config.clone();
-    let copy_bandwidth = if bandwidth { Some(copy_bandwidth(&ctx, now).await?) } else { None };
     let users = config.user_streams();
     let seed = setup.seed as u32;
     let start = now();
@@ -468,6 +471,7 @@ pub async fn bench_lm(
             cpu_ms.push(t1 - t0);
         }
     }
+    let copy_bandwidth = if bandwidth { Some(copy_bandwidth(&ctx, now).await?) } else { None };
     // The same frames again on a new stream, the temporal part and the depformer submitted
     // and waited for apart (two submits, two readbacks), each recorded before its timing.
     lm.reset();

@@ -94,7 +94,7 @@ pub async fn bench_mimi(checkpoint: Vec<u8>, config_json: Option<String>, frames
 /// omitted), `weights`, `lmUrl`, `mimi` (a Mimi checkpoint's bytes, `Uint8Array`: also time
 /// the whole full-duplex frame), `mimiConfig` (its config JSON; the released codec when
 /// omitted), `replays` (timestamp-query profiles of each plan, default 1), `bandwidth`
-/// (measure a copy's bandwidth first, default true), `greedy` (default false: Moshi's
+/// (measure a copy's bandwidth after the whole steps, default true), `greedy` (default false: Moshi's
 /// sampling of `seed`). Rejects with the error's message on a bad option, no adapter,
 /// `frames` 0, a config the model cannot run, or a device error.
 #[wasm_bindgen(js_name = benchLm)]
