@@ -417,13 +417,21 @@ pub fn write_codes(path: impl AsRef<Path>, codes: &[Vec<u32>]) -> Result<()> {
     if let Some(f) = codes.iter().position(|r| r.len() != n_q) {
         return Err(Error::Input(format!("frame {f} has {} codes, frame 0 has {n_q}", codes[f].len())));
     }
-    write_file(path, "codes", |out| {
+    write_npy_i64(path, "codes", [codes.len(), n_q], codes.iter().flatten().map(|&c| c as i64))
+}
+
+/// Write `values` as a NumPy `.npy` `int64` array of `shape` `[rows, cols]` (C order), as
+/// `np.save` would, whole or not at all ([`write_file`]). Fails with [`Error::File`] naming
+/// the file and `what` it holds when it cannot be created or written, or when `values` are
+/// fewer or more than the shape holds.
+pub fn write_npy_i64(path: impl AsRef<Path>, what: &str, [rows, cols]: [usize; 2], values: impl Iterator<Item = i64>) -> Result<()> {
+    write_file(path, what, |out| {
         let mut w = npyz::WriteOptions::<i64>::new()
             .default_dtype()
-            .shape(&[codes.len() as u64, n_q as u64])
+            .shape(&[rows as u64, cols as u64])
             .writer(out)
             .begin_nd()?;
-        w.extend(codes.iter().flatten().map(|&c| c as i64))?;
+        w.extend(values)?;
         w.finish()
     })
 }

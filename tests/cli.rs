@@ -271,6 +271,11 @@ fn a_write_that_fails_part_way_leaves_the_file_before_and_no_temporary_file() {
     // a write that succeeds replaces the file
     audio::write_wav(&p, &[-0.5; 960]).expect("write WAV");
     assert_eq!(audio::read_wav(&p).expect("read WAV"), vec![-0.5; 960]);
+    // fewer values than the shape holds: refused, and no file
+    let short = dir.join("short.npy");
+    let err = audio::write_npy_i64(&short, "tokens", [2, 3], [1i64, 2, 3].into_iter()).expect_err("3 values for [2, 3]");
+    assert!(err.to_string().contains("cannot write the tokens"), "{err}");
+    assert!(!short.exists(), "a short .npy was left");
 }
 
 #[cfg(unix)]

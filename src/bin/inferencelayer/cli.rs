@@ -52,7 +52,6 @@ use inferencelayer::weights::stream::ByteSink;
 use inferencelayer::weights::synthetic::{self, CodebookStats};
 use inferencelayer::gpu::{capability_json, frame_submits, GpuLimits};
 use inferencelayer::{Error, GpuContext, Mimi, MimiConfig, Result};
-use npyz::WriterBuilder;
 
 /// Per-level codebook statistics of the reference clip, `f32 [32, 257]`: synthetic codebooks
 /// drawn from them give varying codes on speech.
@@ -761,19 +760,6 @@ fn read_user_codes(path: &Path, users: usize, card: usize) -> Result<Vec<Vec<u32
     audio::read_codes(path, users, card).map_err(|e| in_file(e, path))
 }
 
-/// Write tokens as `.npy` int64 `[rows, cols]`.
-fn write_tokens(path: &Path, rows: &[Vec<i32>], cols: usize) -> Result<()> {
-    audio::write_file(path, "tokens", |out| {
-        let mut w = npyz::WriteOptions::<i64>::new()
-            .default_dtype()
-            .shape(&[rows.len() as u64, cols as u64])
-            .writer(out)
-            .begin_nd()?;
-        w.extend(rows.iter().flatten().map(|&t| t as i64))?;
-        w.finish()
-    })
-}
-
 async fn converse(a: &ConverseArgs) -> Result<()> {
     let config = lm_config(a.lm_config.as_deref(), || Ok(LmConfig::default()))?;
     let users = config.user_streams();
@@ -981,7 +967,7 @@ async fn converse(a: &ConverseArgs) -> Result<()> {
         audio::write_wav(path, &reply)?;
     }
     if let Some(path) = &a.tokens_out {
-        write_tokens(path, &rows, 1 + config.dep_q)?;
+        audio::write_npy_i64(path, "tokens", [rows.len(), 1 + config.dep_q], rows.iter().flatten().map(|&t| t as i64))?;
     }
     let per = |s: f64, n: usize| 1e3 * s / n.max(1) as f64;
     eprintln!(
