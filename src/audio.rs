@@ -1,6 +1,8 @@
 //! Native file formats for the command-line tool: WAV in (any rate, any channel count,
 //! down-mixed and resampled to 24 kHz with `rubato`), WAV out (24 kHz mono 16-bit), and
-//! codes as NumPy `.npy` integer arrays of shape `[frames, n_q]`.
+//! codes as NumPy `.npy` integer arrays of shape `[frames, n_q]`. Every file the tool writes
+//! (these, its token arrays and its checkpoints) goes through [`write_file`], whole or not at
+//! all.
 //!
 //! Every failure is an [`Error::File`] naming the file and the problem (not a WAV, empty,
 //! truncated, wrong dtype or shape), except codes outside `[0, bins)`, which are

@@ -242,7 +242,7 @@ impl RopeHeads {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct RopeAttentionParams {
-    pub heads: RopeHeads,
+    pub attn: RopeHeads,
     pub t: u32,
 }
 
@@ -251,7 +251,7 @@ pub(crate) struct RopeAttentionParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct AttentionOutProjParams {
-    pub heads: RopeHeads,
+    pub attn: RopeHeads,
     pub group: u32,
     pub rows: u32,
     pub _pad: [u32; 3],
@@ -264,7 +264,7 @@ pub(crate) struct AttentionOutProjParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct SplitAttentionParams {
-    pub heads: RopeHeads,
+    pub attn: RopeHeads,
     pub chunk: u32,
     pub least: u32,
     pub key_lanes: u32,

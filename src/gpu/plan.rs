@@ -1415,7 +1415,8 @@ impl<'a> PlanBuilder<'a> {
         if half && t != 1 {
             return Err(Error::config(label, format!("f16 KV rings take one new position a step, got {t}")));
         }
-        let rope_params = |t: usize| RopeAttentionParams { heads: RopeHeads::new(spec), t: t as u32 };
+        let attn = RopeHeads::new(spec);
+        let rope_params = |t: usize| RopeAttentionParams { attn, t: t as u32 };
         if t == 1 {
             // one new position: rotation, KV push and attention fused
             let out = self.tensor(&format!("{label}.attn"), &[1, dim])?;
@@ -1442,7 +1443,7 @@ impl<'a> PlanBuilder<'a> {
                 }
                 AttentionDispatch::Split { chunk, least, splits } => {
                     let sp = SplitAttentionParams {
-                        heads: p.heads,
+                        attn,
                         chunk: chunk as u32,
                         least: least as u32,
                         key_lanes: ATTENTION_KEY_LANES as u32,
@@ -1487,7 +1488,7 @@ impl<'a> PlanBuilder<'a> {
             heads: heads as u32,
             ring: ring as u32,
             t: t as u32,
-            freq_coef: RopeHeads::new(spec).freq_coef,
+            freq_coef: attn.freq_coef,
             rope: spec.rope as u32,
             _pad: [0; 2],
         };
@@ -1506,7 +1507,7 @@ impl<'a> PlanBuilder<'a> {
             ring: ring as u32,
             t: t as u32,
             context: spec.context as u32,
-            scale: (1.0 / (hd as f64).sqrt()) as f32,
+            scale: attn.scale,
             _pad: [0; 2],
         };
         let pb = self.params(label, &p);
@@ -1583,7 +1584,7 @@ impl<'a> PlanBuilder<'a> {
         let rows = 256 / units;
         let [k_ring, v_ring, pos_ring] = rings;
         let p = AttentionOutProjParams {
-            heads: RopeHeads::new(spec),
+            attn: RopeHeads::new(spec),
             group: g as u32,
             rows: rows as u32,
             _pad: [0; 3],
