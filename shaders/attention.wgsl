@@ -22,13 +22,6 @@ struct Params {
     _pad1: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k_ring: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> v_ring: array<vec4<f32>>;

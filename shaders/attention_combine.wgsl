@@ -26,13 +26,6 @@ struct Params {
     _pad2: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> p: Params;

@@ -35,14 +35,7 @@ struct Params {
     _pad2: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-// after q8_blocks.wgsl (quants, scales) and rope.wgsl (rotate)
+// after frame.wgsl (Frame), q8_blocks.wgsl (quants, scales) and rope.wgsl (rotate)
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> k_ring: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> v_ring: array<vec4<f32>>;

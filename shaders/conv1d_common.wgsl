@@ -1,7 +1,7 @@
 // What the streaming Conv1d kernels share (moshi.modules.conv.StreamingConv1d in streaming
 // mode): their parameters, bindings, output layout and staged input. The kernel table
-// prepends this file to conv1d_tiled.wgsl, conv1d_reduce.wgsl and conv1d_lanes.wgsl
-// (src/gpu/kernels.rs), which differ only in how they share out the sums.
+// prepends frame.wgsl and this file to conv1d_tiled.wgsl, conv1d_reduce.wgsl and
+// conv1d_lanes.wgsl (src/gpu/kernels.rs), which differ only in how they share out the sums.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
 //   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
@@ -42,13 +42,6 @@ struct Params {
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
-}
-
-struct Frame {
-    pos: u32,
-    first: u32,
-    index: u32,
-    _pad0: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;

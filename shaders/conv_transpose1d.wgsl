@@ -39,13 +39,6 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 @group(0) @binding(6) var<uniform> frame: Frame;
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    index: u32,
-    _pad0: u32,
-}
-
 const TILE: u32 = 128u;
 const COLS: u32 = 32u;
 const LANES: u32 = 8u;

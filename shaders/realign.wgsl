@@ -15,13 +15,6 @@ struct Params {
     _pad: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> generated: array<i32>;
 @group(0) @binding(1) var<storage, read> delays: array<u32>;
 @group(0) @binding(2) var<storage, read_write> history: array<i32>;

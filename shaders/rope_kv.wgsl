@@ -24,13 +24,6 @@ struct Params {
     _pad2: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>;
 @group(0) @binding(2) var<storage, read_write> k_ring: array<f32>;

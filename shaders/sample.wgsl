@@ -24,7 +24,7 @@
 // to the radix select over the logits in memory. The Gumbel values are computed for the
 // logits at or above the threshold only, and the argmax is a two-level reduction.
 
-// after sample_common.wgsl (Params, Frame, the bindings, add_embedding, key, pcg)
+// after frame.wgsl (Frame) and sample_common.wgsl (Params, the bindings, add_embedding, key, pcg)
 
 // logits held whole in workgroup memory up to this n
 const HELD: u32 = 2048u;

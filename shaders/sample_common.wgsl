@@ -18,13 +18,6 @@ struct Params {
     _pad1: u32,
 }
 
-struct Frame {
-    pos: u32,
-    first: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> tokens: array<i32>;
 @group(0) @binding(2) var<uniform> p: Params;

@@ -10,7 +10,7 @@
 // order-preserving integer keys of the logits) is found exactly by a radix select: four
 // rounds of a 256-bin histogram of one key byte, most significant first.
 
-// after sample_common.wgsl (Params, Frame, the bindings, add_embedding, key, pcg)
+// after frame.wgsl (Frame) and sample_common.wgsl (Params, the bindings, add_embedding, key, pcg)
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;

@@ -45,6 +45,32 @@ fn every_kernel_validates_and_matches_its_binding_table() {
     }
 }
 
+/// Every kernel that reads the per-frame uniform takes its `Frame` struct from
+/// `shaders/frame.wgsl`, the first part of its source, and that struct is `FrameParams`'s
+/// size, so the one uniform buffer a plan writes each frame means the same to all of them.
+#[test]
+fn every_kernel_with_a_frame_uniform_takes_frame_wgsl_first() {
+    use inferencelayer::gpu::FrameParams;
+    let prelude = include_str!("../shaders/frame.wgsl");
+    let mut stateful = 0;
+    for k in KERNELS {
+        let module = naga::front::wgsl::parse_str(k.source).unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
+        let Some((_, ty)) = module.types.iter().find(|(_, t)| t.name.as_deref() == Some("Frame")) else {
+            assert!(!k.source.contains("var<uniform> frame"), "{}: binds a frame uniform without the Frame struct", k.name);
+            continue;
+        };
+        stateful += 1;
+        assert!(k.source.starts_with(prelude), "{}: its Frame struct is not frame.wgsl's", k.name);
+        match &ty.inner {
+            naga::TypeInner::Struct { span, .. } => {
+                assert_eq!(*span as usize, std::mem::size_of::<FrameParams>(), "{}: Frame is not FrameParams's size", k.name)
+            }
+            other => panic!("{}: Frame is {other:?}", k.name),
+        }
+    }
+    assert!(stateful >= 10, "only {stateful} kernels read the frame uniform");
+}
+
 mod oracles {
     //! Fused kernel modes against CPU oracles: the streaming convs with their staging and
     //! carry inside the conv dispatch (both conv kernels at Mimi's shapes, ELU on load, time-major input,

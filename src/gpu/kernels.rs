@@ -49,21 +49,21 @@ macro_rules! kernel {
     };
 }
 
-kernel!(CONV1D_TILED, "conv1d_tiled" = ["conv1d_common", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["conv1d_common", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_LANES, "conv1d_lanes" = ["conv1d_common", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV_TRANSPOSE1D, "conv_transpose1d", [R, R, R, RW, RW, U, U]);
+kernel!(CONV1D_TILED, "conv1d_tiled" = ["frame", "conv1d_common", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["frame", "conv1d_common", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES, "conv1d_lanes" = ["frame", "conv1d_common", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
 kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
 kernel!(MATVEC, "matvec", [R, R, R, RW, U, R, R]);
-kernel!(ROPE_KV, "rope_kv", [R, RW, RW, RW, RW, U, U]);
-kernel!(ATTENTION, "attention", [R, R, R, R, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION, "rope_attention" = ["rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small" = ["rope", "rope_attention_small"], [R, RW, RW, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split" = ["rope", "rope_attention_split"], [R, RW, RW, RW, RW, RW, U, U]);
-kernel!(ATTENTION_COMBINE, "attention_combine", [R, RW, U, U]);
-kernel!(ATTENTION_OUT_PROJ, "attention_out_proj" = ["q8_blocks", "rope", "attention_out_proj"], [R, R, R, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_KV, "rope_kv" = ["frame", "rope_kv"], [R, RW, RW, RW, RW, U, U]);
+kernel!(ATTENTION, "attention" = ["frame", "attention"], [R, R, R, R, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION, "rope_attention" = ["frame", "rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small" = ["frame", "rope", "rope_attention_small"], [R, RW, RW, RW, RW, U, U]);
+kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split" = ["frame", "rope", "rope_attention_split"], [R, RW, RW, RW, RW, RW, U, U]);
+kernel!(ATTENTION_COMBINE, "attention_combine" = ["frame", "attention_combine"], [R, RW, U, U]);
+kernel!(ATTENTION_OUT_PROJ, "attention_out_proj" = ["frame", "q8_blocks", "rope", "attention_out_proj"], [R, R, R, RW, RW, RW, RW, U, U]);
 kernel!(VQ_DISTANCE, "vq_distance", [R, R, RW, U]);
 kernel!(VQ_ARGMIN, "vq_argmin", [R, R, RW, RW, U]);
 kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
@@ -75,9 +75,9 @@ kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = ["q8_blocks", "q8_l
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
-kernel!(SAMPLE, "sample" = ["sample_common", "sample"], [R, RW, U, U, R, RW]);
-kernel!(SAMPLE_RADIX8, "sample_radix8" = ["sample_common", "sample_radix8"], [R, RW, U, U, R, RW]);
-kernel!(REALIGN, "realign", [R, R, RW, RW, U, U]);
+kernel!(SAMPLE, "sample" = ["frame", "sample_common", "sample"], [R, RW, U, U, R, RW]);
+kernel!(SAMPLE_RADIX8, "sample_radix8" = ["frame", "sample_common", "sample_radix8"], [R, RW, U, U, R, RW]);
+kernel!(REALIGN, "realign" = ["frame", "realign"], [R, R, RW, RW, U, U]);
 kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
@@ -90,7 +90,8 @@ pub const KERNELS: &[Kernel] = &[
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
 pub(crate) const WG: u32 = 64;
 
-/// The per-frame uniform shared by the stateful kernels (`struct Frame` in the shaders):
+/// The per-frame uniform shared by the stateful kernels (`struct Frame` of `shaders/frame.wgsl`,
+/// the first part of each such kernel's source):
 /// the stream position of the frame's first transformer step, whether it is the first
 /// frame of the stream, and the frame's index in the stream (its parity picks which half
 /// of a conv's two-half state is read and which written).
