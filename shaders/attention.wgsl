@@ -22,6 +22,7 @@ struct Params {
     _pad1: u32,
 }
 
+// after frame.wgsl (Frame)
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k_ring: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> v_ring: array<vec4<f32>>;

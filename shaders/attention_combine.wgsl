@@ -21,11 +21,13 @@ struct Params {
     rope: u32,
     chunk: u32,
     least: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // the split kernel's, unread here
+    key_lanes: u32,
+    half: u32,
+    _pad: u32,
 }
 
+// after frame.wgsl (Frame)
 @group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> p: Params;

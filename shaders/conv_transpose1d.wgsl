@@ -31,6 +31,7 @@ struct Params {
     _pad0: u32,
 }
 
+// after frame.wgsl (Frame)
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;

@@ -15,6 +15,7 @@ struct Params {
     _pad: u32,
 }
 
+// after frame.wgsl (Frame)
 @group(0) @binding(0) var<storage, read> generated: array<i32>;
 @group(0) @binding(1) var<storage, read> delays: array<u32>;
 @group(0) @binding(2) var<storage, read_write> history: array<i32>;

@@ -22,7 +22,8 @@ struct Params {
     scale: f32,
     freq_coef: f32,
     rope: u32,
-    _pad0: u32,
+    // rope_attention.wgsl's row count, unread here (one new position)
+    t: u32,
 }
 
 // after frame.wgsl (Frame) and rope.wgsl (rotate)

@@ -45,7 +45,7 @@ struct Params {
     key_lanes: u32,
     // 1: the rings hold f16 keys and values
     half: u32,
-    _pad2: u32,
+    _pad: u32,
 }
 
 // after frame.wgsl (Frame) and rope.wgsl (rotate)

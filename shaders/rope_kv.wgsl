@@ -24,6 +24,7 @@ struct Params {
     _pad2: u32,
 }
 
+// after frame.wgsl (Frame)
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>;
 @group(0) @binding(2) var<storage, read_write> k_ring: array<f32>;

@@ -1,5 +1,6 @@
 // The parameters, bindings and helpers shared by the two sampling kernels (sample.wgsl,
-// sample_radix8.wgsl; moshi.utils.sampling sample_token):
+// sample_radix8.wgsl; moshi.utils.sampling sample_token): the kernel table prepends
+// frame.wgsl and this file to each.
 //
 //   logits : [..] f32, this draw's n values from p.offset   tokens : [slots] i32
 

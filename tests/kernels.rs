@@ -61,12 +61,10 @@ fn every_kernel_with_a_frame_uniform_takes_frame_wgsl_first() {
         };
         stateful += 1;
         assert!(k.source.starts_with(prelude), "{}: its Frame struct is not frame.wgsl's", k.name);
-        match &ty.inner {
-            naga::TypeInner::Struct { span, .. } => {
-                assert_eq!(*span as usize, std::mem::size_of::<FrameParams>(), "{}: Frame is not FrameParams's size", k.name)
-            }
-            other => panic!("{}: Frame is {other:?}", k.name),
-        }
+        let naga::TypeInner::Struct { members, span } = &ty.inner else { panic!("{}: Frame is {:?}", k.name, ty.inner) };
+        assert_eq!(*span as usize, std::mem::size_of::<FrameParams>(), "{}: Frame is not FrameParams's size", k.name);
+        let fields: Vec<(&str, u32)> = members.iter().map(|m| (m.name.as_deref().unwrap_or(""), m.offset)).collect();
+        assert_eq!(fields[..3], [("pos", 0), ("first", 4), ("index", 8)], "{}: Frame's fields are not FrameParams's", k.name);
     }
     assert!(stateful >= 10, "only {stateful} kernels read the frame uniform");
 }
