@@ -7,6 +7,6 @@ struct Frame {
     pos: u32,
     first: u32,
     index: u32,
-    _pad0: u32,
+    _pad: u32,
 }
 

@@ -3,14 +3,18 @@
 //! table's, in order and access mode.
 #![cfg(not(target_arch = "wasm32"))]
 
-use inferencelayer::gpu::{Binding, KERNELS};
+use inferencelayer::gpu::{Binding, Kernel, KERNELS};
 use naga::{AddressSpace, StorageAccess};
+
+/// A kernel's source as naga parses it; a parse error panics with naga's report.
+fn parse(k: &Kernel) -> naga::Module {
+    naga::front::wgsl::parse_str(k.source).unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)))
+}
 
 #[test]
 fn every_kernel_validates_and_matches_its_binding_table() {
     for k in KERNELS {
-        let module = naga::front::wgsl::parse_str(k.source)
-            .unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
+        let module = parse(k);
         // pack2x16float / unpack2x16float (rope_attention_split's f16 rings): core WGSL in
         // browsers, and in wgpu's Vulkan and Metal backends
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32)
@@ -46,15 +50,16 @@ fn every_kernel_validates_and_matches_its_binding_table() {
 }
 
 /// Every kernel that reads the per-frame uniform takes its `Frame` struct from
-/// `shaders/frame.wgsl`, the first part of its source, and that struct is `FrameParams`'s
-/// size, so the one uniform buffer a plan writes each frame means the same to all of them.
+/// `shaders/frame.wgsl`, the first part of its source, and that struct is `FrameParams`
+/// field for field, so the one uniform buffer a plan writes each frame means the same to all
+/// of them.
 #[test]
 fn every_kernel_with_a_frame_uniform_takes_frame_wgsl_first() {
     use inferencelayer::gpu::FrameParams;
     let prelude = include_str!("../shaders/frame.wgsl");
     let mut stateful = 0;
     for k in KERNELS {
-        let module = naga::front::wgsl::parse_str(k.source).unwrap_or_else(|e| panic!("{}: {}", k.name, e.emit_to_string(k.source)));
+        let module = parse(k);
         let Some((_, ty)) = module.types.iter().find(|(_, t)| t.name.as_deref() == Some("Frame")) else {
             assert!(!k.source.contains("var<uniform> frame"), "{}: binds a frame uniform without the Frame struct", k.name);
             continue;
@@ -64,7 +69,7 @@ fn every_kernel_with_a_frame_uniform_takes_frame_wgsl_first() {
         let naga::TypeInner::Struct { members, span } = &ty.inner else { panic!("{}: Frame is {:?}", k.name, ty.inner) };
         assert_eq!(*span as usize, std::mem::size_of::<FrameParams>(), "{}: Frame is not FrameParams's size", k.name);
         let fields: Vec<(&str, u32)> = members.iter().map(|m| (m.name.as_deref().unwrap_or(""), m.offset)).collect();
-        assert_eq!(fields[..3], [("pos", 0), ("first", 4), ("index", 8)], "{}: Frame's fields are not FrameParams's", k.name);
+        assert_eq!(fields, [("pos", 0), ("first", 4), ("index", 8), ("_pad", 12)], "{}: Frame's fields are not FrameParams's", k.name);
     }
     assert!(stateful >= 10, "only {stateful} kernels read the frame uniform");
 }
