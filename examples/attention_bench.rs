@@ -11,12 +11,19 @@
 //!
 //! Per shape, fill and kernel it prints the dispatches of one step, the GPU time of a step
 //! with each dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and
-//! per step in a pass of `LAYERS` steps (`pass`, with the barriers between the dispatches,
-//! as a plan replays a stack of layers), both the median of several runs with timestamp
+//! per step in a pass of `LAYERS` steps (`pass`, each step waiting for the one before, as a
+//! plan replays a stack of layers), both the median of several runs with timestamp
 //! queries, in us and in GB/s of the keys and values read; and the largest difference from
 //! `fused`'s output, relative to its largest value. Each step of a pass has its own rings
 //! (a layer's), so that beyond a few hundred positions no step finds its keys in the L2
 //! (at 16 positions the 32 layers' keys and values, 16 MB, fit it).
+//!
+//! The steps of a pass are chained as a plan's layers are: after each, a one-element copy
+//! reads its output and writes a sink that every step shares, so the next step starts only
+//! once the one before it has finished (the GPU waits at the barrier before the copy).
+//! Without it the steps, each with its own rings and output and nothing between them, would
+//! run side by side, and a step of few workgroups would seem faster than it is in a plan.
+//! The copy runs beside the next step and is left out of `alone`.
 //!
 //! `cargo run --release --example attention_bench [-- LAYERS]` (default 32, the temporal
 //! transformer's layers; a small count suits a software adapter).
@@ -78,7 +85,9 @@ mod native {
         let shapes = [("temporal", temporal, vec![16usize, 200, 1000, 3000], temporal_kernels), ("depformer", depformer, vec![1, 8], depformer_kernels)];
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
         let mut rng = Lcg(0xa77e_be4c);
-        println!("alone: each dispatch of a step in a pass of its own; pass: per step of {layers} in one pass (a layer's rings each); median of {} runs", REPS - 1);
+        // what each step's ordering copy writes
+        let sink = ctx.zeros("order sink", 1)?;
+        println!("alone: each dispatch of a step in a pass of its own; pass: per step of {layers} in one pass (a layer's rings each), each waiting for the one before; median of {} runs", REPS - 1);
         println!("GB/s: keys and values read; diff: largest |out - out(fused)| / largest |out(fused)|");
         println!("{:<10}{:>10} {:<11}{:<18}{:>10}{:>8}{:>10}{:>8}{:>10}", "shape", "positions", "kernel", "dispatch", "alone us", "GB/s", "pass us", "GB/s", "diff");
         for (name, spec, fills, kernels) in &shapes {
@@ -111,12 +120,15 @@ mod native {
                     b.set_attention_kernel(*kernel);
                     let mut outs = Vec::with_capacity(layers);
                     for r in &rings {
-                        outs.push(b.rope_attention_at("attn", spec, &qkv, &frame, r)?);
+                        let out = b.rope_attention_at("attn", spec, &qkv, &frame, r)?;
+                        b.copy("order", &out.buf, &sink, 1);
+                        outs.push(out);
                     }
                     let (plan, _, _) = b.finish();
+                    // a step's dispatches, then its ordering copy (left out of `alone`)
                     let per_step = plan.dispatches() / layers;
                     let times = plan.profile(&ctx).await?;
-                    let steps: Vec<f64> = times.chunks_exact(per_step).map(|s| s.iter().sum()).collect();
+                    let steps: Vec<f64> = times.chunks_exact(per_step).map(|s| s[..per_step - 1].iter().sum()).collect();
                     let alone = median(steps[1..].to_vec());
                     let pass = in_pass(&ctx, &plan).await? / layers as f64;
                     let got = ctx.read_f32(&outs[layers - 1].buf, dim).await?;

@@ -8,9 +8,16 @@
 //!
 //! Per shape and kernel it prints the workgroups of the dispatch, the GPU time of one
 //! dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and per dispatch
-//! of `COPIES` in one pass (`pass`, with the barriers between them, as a plan replays), both
-//! medians of timestamp queries, in us; and the largest difference from `reduce`'s output,
-//! relative to its largest value.
+//! of `COPIES` in one pass (`pass`), both medians of timestamp queries, in us; and the
+//! largest difference from `reduce`'s output, relative to its largest value.
+//!
+//! The copies of a pass are chained as a plan's steps are: after each, a one-element copy
+//! reads its output and writes a sink that every copy shares, so the next conv starts only
+//! once the one before it has finished (the GPU waits at the barrier before the copy), as in
+//! Mimi's plans, where each conv reads the output of the step before it. Without it the
+//! copies, each with its own output and state and nothing between them, would run side by
+//! side, and a conv of few workgroups would seem many times faster than it is in a plan.
+//! The copy runs beside the next conv and is left out of `alone`.
 //!
 //! `cargo run --release --example conv_bench [-- COPIES]` (default 16; a small count suits a
 //! software adapter).
@@ -82,12 +89,13 @@ mod native {
     ];
 
     /// (alone, pass) in us: medians of `REPS - 1` profiles and one-pass timings of `plan`,
-    /// which holds `copies` dispatches of one conv.
+    /// which holds `copies` dispatches of one conv, each followed by its ordering copy (left
+    /// out of `alone`).
     async fn time(ctx: &GpuContext, plan: &Plan, copies: usize) -> Result<(f64, f64)> {
         let mut alone = Vec::new();
         let mut pass = Vec::new();
         for _ in 0..REPS {
-            alone.push(median(plan.profile(ctx).await?));
+            alone.push(median(plan.profile(ctx).await?.into_iter().step_by(2).collect()));
             pass.push(plan.time_one_pass(ctx).await? / copies as f64);
         }
         Ok((1e3 * median(alone[1..].to_vec()), 1e3 * median(pass[1..].to_vec())))
@@ -105,8 +113,10 @@ mod native {
             return Ok(());
         }
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams { pos: 1, first: 0, index: 1, _pad: 0 }));
+        // what each conv's ordering copy writes
+        let sink = ctx.zeros("order sink", 1)?;
         let mut rng = Lcg(0xc0_4f_be);
-        println!("alone: one dispatch in a pass of its own; pass: per dispatch of {copies} in one pass; medians; us");
+        println!("alone: one dispatch in a pass of its own; pass: per dispatch of {copies} in one pass, each waiting for the one before; medians; us");
         println!("{:<24}{:<8}{:>12}{:>10}{:>10}{:>10}", "conv", "kernel", "workgroups", "alone", "pass", "diff");
         let (mut sum_alone, mut sum_pass) = ([0f64; 4], [0f64; 4]);
         for &(name, in_c, out_c, k, stride, t, elu, time_major, time_major_out, residual) in &SHAPES {
@@ -121,6 +131,7 @@ mod native {
                 let mut outs = Vec::with_capacity(copies);
                 for _ in 0..copies {
                     outs.push(conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res))?);
+                    b.copy("order", &outs[outs.len() - 1].buf, &sink, 1);
                 }
                 let (plan, _, _) = b.finish();
                 let (alone, pass) = time(&ctx, &plan, copies).await?;
@@ -146,6 +157,7 @@ mod native {
                 let mut outs = Vec::with_capacity(copies);
                 for _ in 0..copies {
                     outs.push(convtr.plan(&mut b, &x, true, time_major_out)?);
+                    b.copy("order", &outs[outs.len() - 1].buf, &sink, 1);
                 }
                 let (plan, _, _) = b.finish();
                 let (alone, pass) = time(&ctx, &plan, copies).await?;
