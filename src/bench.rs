@@ -85,18 +85,40 @@ impl Stats {
     }
 }
 
+/// Most frames one benchmark times (a day of audio at 80 ms a frame): the per-frame timings
+/// are kept for the percentiles.
+pub const MAX_FRAMES: usize = 1_080_000;
+/// Most replays of a plan one profile takes.
+pub const MAX_REPLAYS: usize = 10_000;
+
+/// [`Error::Input`] for 0 frames, or more than [`MAX_FRAMES`] frames or [`MAX_REPLAYS`]
+/// replays.
+pub fn check_counts(frames: usize, replays: usize) -> Result<()> {
+    if frames == 0 {
+        return Err(Error::Input("frames must be at least 1".into()));
+    }
+    if frames > MAX_FRAMES {
+        return Err(Error::Input(format!("{frames} frames is more than a benchmark times (at most {MAX_FRAMES}, a day of audio)")));
+    }
+    if replays > MAX_REPLAYS {
+        return Err(Error::Input(format!("{replays} profile replays is more than a benchmark takes (at most {MAX_REPLAYS})")));
+    }
+    Ok(())
+}
+
 /// Per-step GPU time of a plan, grouped by label with the layer and step numbers replaced
 /// by `N`: (group, dispatches per replay, median ms per replay), largest first.
 pub type Profile = Vec<(String, usize, f64)>;
 
 /// [`Plan::profile`] over `replays` replays of `plan` (timestamp queries, every dispatch in
 /// a pass of its own), grouped as [`Profile`] says. `None` where the device has no timestamp
-/// queries or `replays` is 0.
+/// queries or `replays` is 0; [`Error::Input`] for more than [`MAX_REPLAYS`].
 pub async fn profile(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<Option<Profile>> {
+    check_counts(1, replays)?;
     if !ctx.info.timestamps || replays == 0 {
         return Ok(None);
     }
-    let mut runs = Vec::with_capacity(replays);
+    let mut runs = Vec::new();
     for _ in 0..replays {
         runs.push(plan.profile(ctx).await?);
     }
@@ -127,7 +149,7 @@ pub async fn profile(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<Op
 
 /// The median of `replays` replays of `plan` in one pass each ([`Plan::time_one_pass`]), ms.
 async fn one_pass(ctx: &GpuContext, plan: &Plan, replays: usize) -> Result<f64> {
-    let mut v = Vec::with_capacity(replays);
+    let mut v = Vec::new();
     for _ in 0..replays {
         v.push(plan.time_one_pass(ctx).await?);
     }
@@ -285,12 +307,11 @@ pub struct MimiBench {
 /// of them) of `signal` (24 kHz, looped; at
 /// least one frame): per frame `encode_frame` (its submits and codes readback), then
 /// `decode_frame` of those codes (submits and samples readback), then profile each plan
-/// `replays` times step by step. [`Error::Input`] for 0 frames or a signal shorter than a
+/// `replays` times step by step. [`Error::Input`] for 0 frames, more than [`MAX_FRAMES`]
+/// frames or [`MAX_REPLAYS`] replays, or a signal shorter than a
 /// frame; the device's error otherwise. Mirrors `inferencelayer bench`.
 pub async fn bench_mimi(mimi: &mut Mimi, signal: &[f32], frames: usize, warmup: usize, replays: usize, now: &dyn Fn() -> f64) -> Result<MimiBench> {
-    if frames == 0 {
-        return Err(Error::Input("frames must be at least 1".into()));
-    }
+    check_counts(frames, replays)?;
     let fs = mimi.frame_size();
     if signal.len() < fs {
         return Err(Error::Input(format!("the benchmark signal has {} samples, less than a frame ({fs})", signal.len())));
@@ -427,7 +448,7 @@ pub struct LmBench {
 /// after the whole steps, on a GPU at the clocks the steps ran at (measured before them,
 /// after the upload, the H200 read 1.7 TB/s in some runs and 4.2 in others; after them, 4.1
 /// to 4.2 in every run).
-/// [`Error::Input`] for 0 frames; the device's errors otherwise. Mirrors
+/// [`Error::Input`] for counts [`check_counts`] refuses; the device's errors otherwise. Mirrors
 /// `inferencelayer bench-lm`.
 #[allow(clippy::too_many_arguments)]
 pub async fn bench_lm(
@@ -440,9 +461,7 @@ pub async fn bench_lm(
     mimi: Option<(&MimiWeights, &[f32])>,
     now: &dyn Fn() -> f64,
 ) -> Result<LmBench> {
-    if frames == 0 {
-        return Err(Error::Input("frames must be at least 1".into()));
-    }
+    check_counts(frames, replays)?;
     let ctx: Rc<GpuContext> = lm.context().clone();
     let config = weights.config.clone();
     let users = config.user_streams();

@@ -166,6 +166,19 @@ fn bad_input_exits_1_with_an_error_line() {
         &["mimi_codes.npy", "8 codebooks", "runs 4", "--codebooks 8"],
     );
     run_err(&["decode", "--checkpoint", &missing, INPUT_WAV_PATH, &path("x.wav")], &["mimi_input.wav", ".npy"]);
+    // a directory where a checkpoint or an output file goes
+    let dir = scratch().display().to_string();
+    run_err(&["encode", "--checkpoint", &dir, INPUT_WAV_PATH, &path("x.npy")], &[&dir, "is a directory", "checkpoint file"]);
+    run_err(&["load-lm", "--lm", &dir], &[&dir, "is a directory", "LM checkpoint file"]);
+    run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &dir], &[&dir, "is a directory", "file name"]);
+    let slash = format!("{}/", path("not-yet"));
+    run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &slash], &[&slash, "is a directory", "file name"]);
+    // benchmark counts out of range, refused before any work (a count too large to hold
+    // the per-frame timings for was a panic)
+    run_err(&["bench", "--checkpoint", &missing, "--frames", "0"], &["--frames 0", "at least 1"]);
+    run_err(&["bench", "--checkpoint", &missing, "--frames", "99999999999999"], &["--frames 99999999999999", "at most 1080000"]);
+    run_err(&["bench", "--checkpoint", &missing, "--profile", "99999999999999"], &["--profile 99999999999999", "at most 10000"]);
+    run_err(&["bench-lm", "--frames", "18446744073709551615"], &["--frames 18446744073709551615", "at most 1080000"]);
 }
 
 // --- file formats -----------------------------------------------------------------------

@@ -368,10 +368,14 @@ fn same_file(a: &Path, b: &Path) -> bool {
     a == b
 }
 
-/// Checks an `output` before any work: its directory must exist (found missing only when
-/// the file is written, it would fail a long run at its end) and it must be none of the
+/// Checks an `output` before any work: it must not be a directory (nor end in a path
+/// separator), its directory must exist (found missing only when the file is written,
+/// either would fail a long run at its end) and it must be none of the
 /// files the command reads ([`distinct_from`]).
 fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
+    if output.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) || output.is_dir() {
+        return Err(file_error(output, "is a directory: give the output a file name"));
+    }
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
@@ -576,9 +580,11 @@ fn now_ms() -> f64 {
 
 /// `bench`: [`inferencelayer::bench::bench_mimi`] on the speech clip, printed.
 async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, json: bool) -> Result<()> {
-    if frames == 0 {
-        return Err(Error::Input("--frames must be at least 1".into()));
-    }
+    // before any work, so that a count out of range is refused at once
+    bench::check_counts(frames, replays).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("--frames {frames}, --profile {replays}: {m}")),
+        e => e,
+    })?;
     let config = codec.config()?;
     let signal = bench_signal()?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -635,8 +641,18 @@ const MAX_CHUNK: usize = 1 << 30;
 /// file that cannot be read, or is not a checkpoint of either format, is an [`Error::File`]
 /// naming it; the model's own refusals (a missing or misshapen tensor) pass through as
 /// they are.
+/// The length in bytes of the `what` checkpoint at `path`: an [`Error::File`] naming it when
+/// it cannot be read or is a directory.
+fn checkpoint_len(path: &Path, what: &str) -> Result<u64> {
+    let m = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the {what} checkpoint: {e}")))?;
+    if m.is_dir() {
+        return Err(file_error(path, format!("is a directory: give the {what} checkpoint file (.safetensors or .gguf) itself")));
+    }
+    Ok(m.len())
+}
+
 async fn stream_file<K: ByteSink>(path: &Path, sink: K, what: &str, chunk: usize) -> Result<K> {
-    std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the {what} checkpoint: {e}")))?;
+    checkpoint_len(path, what)?;
     let mut file = FileSource::new(path).chunk_size(chunk);
     match source::load(&mut file, sink, LoadOptions::default()).await {
         Ok((sink, _)) => Ok(sink),
@@ -650,7 +666,7 @@ async fn stream_file<K: ByteSink>(path: &Path, sink: K, what: &str, chunk: usize
 /// [`Error::MissingTensor`] / [`Error::UnknownTensor`] / [`Error::Shape`] naming it, before
 /// any weight is uploaded; a file that is not a checkpoint is an [`Error::File`] naming it.
 async fn load_lm(ctx: &Rc<GpuContext>, config: &LmConfig, path: &Path, chunk: usize) -> Result<LmGpuWeights> {
-    let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
+    let len = checkpoint_len(path, "LM")?;
     let hint = |e| mismatch_hint(e, path, "--lm-config", "Moshi 7B's geometry");
     let loader = stream_file(path, LmLoader::new(ctx.clone(), config, Some(len))?, "LM", chunk).await.map_err(hint)?;
     loader.into_weights().map_err(hint)
@@ -673,7 +689,7 @@ async fn load_lm_command(path: &Path, config: Option<&Path>, chunk: usize) -> Re
     let ctx = Rc::new(GpuContext::new().await?);
     let heap0 = inferencelayer::heap::reset_peak();
     let t0 = Instant::now();
-    let len = std::fs::metadata(path).map_err(|e| file_error(path, format!("cannot read the LM checkpoint: {e}")))?.len();
+    let len = checkpoint_len(path, "LM")?;
     let hint = |e| mismatch_hint(e, path, "--lm-config", "Moshi 7B's geometry");
     let loader = stream_file(path, LmLoader::new(ctx.clone(), &config, Some(len))?, "LM", chunk).await.map_err(hint)?;
     let format = loader.format_name().unwrap_or("?");
@@ -1003,9 +1019,11 @@ async fn bench_lm(
     generator: lm_synthetic::Generator,
     json: bool,
 ) -> Result<()> {
-    if frames == 0 {
-        return Err(Error::Input("--frames must be at least 1".into()));
-    }
+    // before any work, so that a count out of range is refused at once
+    bench::check_counts(frames, replays).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("--frames {frames}, --profile {replays}: {m}")),
+        e => e,
+    })?;
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
     // read before the LM is built, so that a bad file is refused at once
