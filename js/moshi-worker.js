@@ -292,17 +292,23 @@ const handlers = {
   },
   reset() {
     if (loop) throw new Error("a session is running: stop it before reset");
-    session?.reset();
-    codec?.reset();
-    return null;
+    return inOrder(() => {
+      session?.reset();
+      codec?.reset();
+      return null;
+    });
   },
-  async encode(msg) {
-    if (!codec) throw new Error("no codec loaded");
-    return await codec.encode(msg.pcm);
+  encode(msg) {
+    return inOrder(() => {
+      if (!codec) throw new Error("no codec loaded");
+      return codec.encode(msg.pcm);
+    });
   },
-  async decode(msg) {
-    if (!codec) throw new Error("no codec loaded");
-    return await codec.decode(msg.codes);
+  decode(msg) {
+    return inOrder(() => {
+      if (!codec) throw new Error("no codec loaded");
+      return codec.decode(msg.codes);
+    });
   },
   // What the last loopback recorded, with the CPU codec run over the same 24 kHz input.
   cpuCheck() {
@@ -348,6 +354,15 @@ const handlers = {
   },
 };
 let stopped = null;
+// The codec's calls one at a time, in the order they came: a call that began while another
+// was waiting for its readback would find the codec in use (a streaming codec's state
+// goes from one frame to the next).
+let queue = Promise.resolve();
+function inOrder(f) {
+  const p = queue.then(f);
+  queue = p.catch(() => {});
+  return p;
+}
 
 onmessage = async (e) => {
   const msg = e.data;

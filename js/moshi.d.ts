@@ -177,9 +177,9 @@ export declare class Moshi extends EventTarget {
   constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL; limits?: DeviceLimits });
   /** The capability check from the configs, before anything downloads. */
   checkRequirements(options?: { mimiConfig?: Config; lmConfig?: Config; lm?: boolean }): Promise<CapabilityReport>;
-  /** Rejects while a session runs (stop() it first); what was loaded then stays loaded. */
+  /** Rejects while a session runs (stop() it first) or while another load() or loadCodec() is in progress (await or abort it first); what was loaded then stays loaded. */
   load(options: LoadOptions): Promise<LoadedInfo>;
-  /** Mimi alone, for the codec loopback; rejects while a session runs, as load() does. */
+  /** Mimi alone, for the codec loopback; rejects while a session runs or another load is in progress, as load() does. */
   loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;
   start(stream?: MediaStream, options?: StartOptions): Promise<{ sampleRate: number }>;
   stop(options?: { drainMs?: number }): Promise<{ worklet: AudioStats; core: CoreCounts } | null>;
@@ -200,6 +200,7 @@ export declare class Moshi extends EventTarget {
   addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
 }
 
+/** Mimi alone, frame by frame, in its own worker. Calls made without awaiting the one before run one at a time, in the order they were made. */
 export declare class MimiCodec {
   static create(options: { mimi: Source; mimiConfig?: Config; onProgress?: (p: Progress) => void; signal?: AbortSignal; workerUrl?: string | URL }): Promise<MimiCodec>;
   readonly frameSize: number;

@@ -241,6 +241,7 @@ export class Moshi extends EventTarget {
     }
     this.loaded = null;
     this.running = null;
+    this.loading = false;
     this.frameTimes = [];
     // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
     // (below the adapter's): checks and loads keep to them.
@@ -269,7 +270,8 @@ export class Moshi extends EventTarget {
    * `{ adapter, frameSize }`. Rejects with an AbortError when `signal` aborts. A load replaces
    * what was loaded: the old model is freed first, so after a failed or aborted load nothing is
    * loaded (`start()` says so) until a load succeeds. Rejects while a session runs, before
-   * anything changes: `stop()` it first.
+   * anything changes: `stop()` it first; and while another load() or loadCodec() is in
+   * progress: await it, or abort it through its signal, first.
    */
   async load(opts) {
     const w = "Moshi.load";
@@ -290,7 +292,12 @@ export class Moshi extends EventTarget {
     // A load replaces the model in the worker: the old one is freed first (two Moshi 7B
     // would not fit one GPU), so if this load fails or is aborted nothing stays loaded.
     this.loaded = null;
-    this.loaded = await this.client.loadWith(fields, how);
+    this.loading = true;
+    try {
+      this.loaded = await this.client.loadWith(fields, how);
+    } finally {
+      this.loading = false;
+    }
     this.loaded.mode = "moshi";
     return this.loaded;
   }
@@ -311,7 +318,12 @@ export class Moshi extends EventTarget {
     this.#idle(w);
     this.lastLoad = { moshi: this.lastLoad?.moshi, codec: opts };
     this.codecLoaded = null; // as in load(): the old codec is freed before the new one loads
-    this.codecLoaded = await this.client.loadWith(fields, how);
+    this.loading = true;
+    try {
+      this.codecLoaded = await this.client.loadWith(fields, how);
+    } finally {
+      this.loading = false;
+    }
     return this.codecLoaded;
   }
 
@@ -541,6 +553,8 @@ export class Moshi extends EventTarget {
   // refuse it too, but after load() had already forgotten what was loaded.
   #idle(where) {
     if (this.running || this.starting) throw new Error(`${where}: a session is running: stop() it before loading new weights`);
+    // Two loads at once would each free the other's model in the worker.
+    if (this.loading) throw new Error(`${where}: another load is in progress: await it, or abort it through its signal, first`);
   }
 
   #call(where, type) {
@@ -550,7 +564,10 @@ export class Moshi extends EventTarget {
   }
 }
 
-/** Mimi alone, frame by frame, in its own worker: `encode(pcm) -> codes`, `decode(codes) -> pcm`. */
+/**
+ * Mimi alone, frame by frame, in its own worker: `encode(pcm) -> codes`, `decode(codes) -> pcm`.
+ * Calls made without awaiting the one before run one at a time, in the order they were made.
+ */
 export class MimiCodec {
   /** Load a Mimi checkpoint (URL or File) with its config; see `Moshi.load`. */
   static async create(opts) {

@@ -10,6 +10,10 @@ import { extname, isAbsolute, join, normalize, relative, resolve } from "node:pa
 
 const root = resolve(process.argv[2] || "www");
 const port = Number(process.argv[3] ?? 8080);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`serve: PORT must be a whole number from 0 to 65535 (0: any free port), got ${JSON.stringify(process.argv[3])}`);
+  process.exit(1);
+}
 const types = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
   ".css": "text/css; charset=utf-8", ".json": "application/json", ".wasm": "application/wasm", ".wav": "audio/wav",

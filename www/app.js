@@ -28,7 +28,8 @@ const app = { moshi: null, loaded: null, codecLoaded: null, running: false, tran
 window.app = app;
 
 for (const [k, m] of Object.entries(MODELS)) $("model").add(new Option(m.label, k));
-$("model").value = params.get("model") in MODELS ? params.get("model") : "kyutai";
+// (own keys only: `?model=toString` names no model)
+$("model").value = Object.hasOwn(MODELS, params.get("model") ?? "") ? params.get("model") : "kyutai";
 const showNote = () => ($("model-note").textContent = MODELS[$("model").value].note);
 $("model").onchange = () => { showNote(); app.loaded = app.codecLoaded = null; refresh(); };
 showNote();

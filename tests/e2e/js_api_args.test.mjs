@@ -171,3 +171,22 @@ test("Moshi.reset and MimiCodec.reset resolve to undefined", async () => {
   assert.equal(await c.reset(), undefined, "MimiCodec.reset");
   c.dispose();
 });
+
+// A second load() or loadCodec() while one is in flight is refused before the worker sees
+// it (two loads would each free the other's model there); the first one completes and what
+// it loaded stays loaded.
+test("a load while another is in progress is refused, and the first one completes", async () => {
+  const m = new Moshi();
+  const good = { mimi: "models/mimi.safetensors", lm: "models/moshi.safetensors" };
+  const first = m.load(good);
+  await refuses("Moshi.load", "during a load", "another load is in progress", () => m.load(good));
+  await refuses("Moshi.loadCodec", "during a load", "another load is in progress", () => m.loadCodec({ mimi: good.mimi }));
+  const info = await first;
+  assert.equal(info.adapter, "stand-in");
+  assert.equal(m.loaded, info, "the first load's model stays loaded");
+  const codec = m.loadCodec({ mimi: good.mimi });
+  await refuses("Moshi.load", "during a loadCodec", "another load is in progress", () => m.load(good));
+  await codec;
+  assert.equal((await m.load(good)).adapter, "stand-in", "a load after the others completed goes through");
+  await m.dispose();
+});

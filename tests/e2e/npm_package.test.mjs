@@ -68,11 +68,19 @@ test("npm pack, install the tarball, import the package in a page", async () => 
     const pcm = new Float32Array(1920).map((_, i) => 0.3 * Math.sin(i * 0.05) * Math.sin(i * 0.0031));
     const codes = await codec.encode(pcm);
     const out = await codec.decode(codes);
+    // three frames encoded without awaiting each other run in order: the codes of the same
+    // frames encoded one after the other from the same state
+    const frames = [0.2, 0.5, 0.8].map((a) => pcm.map((v, i) => a * v + 0.05 * Math.sin(i * 0.3 * a)));
+    await codec.reset();
+    const together = await Promise.all(frames.map((f) => codec.encode(f)));
+    await codec.reset();
+    const inTurn = [];
+    for (const f of frames) inTurn.push(await codec.encode(f));
     codec.dispose();
     await init();
     const bytes = new Uint8Array(await (await fetch("mimi.safetensors")).arrayBuffer());
     const cpu = mimiCpuRoundtrip(bytes, config, pcm);
-    return { codes: Array.from(codes), cpuCodes: Array.from(cpu.codes), out: Array.from(out), cpuOut: Array.from(cpu.pcm) };
+    return { together: together.map((c) => Array.from(c)), inTurn: inTurn.map((c) => Array.from(c)), codes: Array.from(codes), cpuCodes: Array.from(cpu.codes), out: Array.from(out), cpuOut: Array.from(cpu.pcm) };
   })().catch((e) => ({ error: String(e && e.message || e) }));
 </script>`);
 
@@ -87,6 +95,8 @@ test("npm pack, install the tarball, import the package in a page", async () => 
   assert.equal(result.error, undefined, result.error);
   assert.equal(result.codes.length, 8);
   assert.deepEqual(result.codes, result.cpuCodes, "the package's GPU codec and its CPU codec disagree");
+  assert.equal(result.together.length, 3);
+  assert.deepEqual(result.together, result.inTurn, "encode calls made without awaiting each other gave other codes than in turn");
   let e = 0, p = 0;
   result.cpuOut.forEach((v, i) => { e += (result.out[i] - v) ** 2; p += v * v; });
   const snr = 10 * Math.log10(p / Math.max(e, 1e-30));
