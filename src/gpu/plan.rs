@@ -541,6 +541,22 @@ pub enum ConvKernel {
     Lanes,
 }
 
+impl ConvKernel {
+    /// The kernel `INFERENCELAYER_CONV` names for every streaming conv of a plan: `auto`,
+    /// `reduce`, `lanes` or `tiled` (unset or empty, and on the web: [`Self::Auto`]), so that
+    /// one build can compare them in Mimi's plans (`tiled` fails the plans with a conv it does
+    /// not fit). Any other value is an [`Error::Input`].
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("INFERENCELAYER_CONV").as_deref().map(str::trim) {
+            Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
+            Ok("reduce") => Ok(Self::Reduce),
+            Ok("lanes") => Ok(Self::Lanes),
+            Ok("tiled") => Ok(Self::Tiled),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes or tiled, got {v:?}"))),
+        }
+    }
+}
+
 /// Threads per output of `conv1d_lanes` for `outputs` outputs of a reduction of `n` terms
 /// (input channels per group times taps): about 16 terms each (two rounds of the kernel's
 /// eight loads in flight), and at least 65536 threads in all while 256 a output allows, a
@@ -932,7 +948,7 @@ impl<'a> PlanBuilder<'a> {
             },
             attention: AttentionKernel::from_env()?,
             out_proj_fused: out_proj_fused_from_env()?,
-            conv: ConvKernel::Auto,
+            conv: ConvKernel::from_env()?,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
         })
     }
@@ -988,8 +1004,8 @@ impl<'a> PlanBuilder<'a> {
         self.attention = kernel;
     }
 
-    /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::Auto`] until
-    /// set).
+    /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::from_env`]'s
+    /// until set).
     pub fn set_conv_kernel(&mut self, kernel: ConvKernel) {
         self.conv = kernel;
     }
