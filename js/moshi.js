@@ -596,7 +596,7 @@ export class MimiCodec {
     const x = Float32Array.from(pcm);
     const bad = x.findIndex((v) => !Number.isFinite(v));
     if (bad >= 0) return reject(new RangeError(`${w}: sample ${bad} is ${x[bad]}, not a finite number`));
-    return this.client.call("encode", { pcm: x });
+    return named(w, this.client.call("encode", { pcm: x }));
   }
 
   /** One frame of codes -> `frameSize` samples at 24 kHz (Float32Array). */
@@ -606,8 +606,8 @@ export class MimiCodec {
     if (e) return reject(e);
     // Uint32Array.from would wrap a negative code into a huge one: name it as given.
     const bad = Array.from(codes).findIndex((c) => typeof c !== "number" || !Number.isInteger(c) || c < 0 || c > 0xffffffff);
-    if (bad >= 0) return reject(new RangeError(`code ${codes[bad]} at codebook ${bad} is not a non-negative integer`));
-    return this.client.call("decode", { codes: Uint32Array.from(codes) });
+    if (bad >= 0) return reject(new RangeError(`${w}: code ${codes[bad]} at codebook ${bad} is not a non-negative integer`));
+    return named(w, this.client.call("decode", { codes: Uint32Array.from(codes) }));
   }
 
   /** New streams in both directions. */
@@ -627,6 +627,14 @@ export class MimiCodec {
     if (!this.client) return new Error(`${where}: no codec loaded: make one with \`await MimiCodec.create({ mimi })\``);
     return null;
   }
+}
+
+// The worker's refusal (a code past the codebook's size, say) named after the method called.
+function named(where, promise) {
+  return promise.catch((err) => {
+    if (err instanceof Error && !String(err.message).startsWith(`${where}:`)) err.message = `${where}: ${err.message}`;
+    throw err;
+  });
 }
 
 // A frame: an array or typed array of exactly `n` values.

@@ -76,11 +76,13 @@ test("npm pack, install the tarball, import the package in a page", async () => 
     await codec.reset();
     const inTurn = [];
     for (const f of frames) inTurn.push(await codec.encode(f));
+    // a code past the codebook's size: the worker's refusal, named after the method
+    const refused = await codec.decode(Uint32Array.from([1000000, 0, 0, 0, 0, 0, 0, 0])).then(() => "accepted", (e) => e.message);
     codec.dispose();
     await init();
     const bytes = new Uint8Array(await (await fetch("mimi.safetensors")).arrayBuffer());
     const cpu = mimiCpuRoundtrip(bytes, config, pcm);
-    return { together: together.map((c) => Array.from(c)), inTurn: inTurn.map((c) => Array.from(c)), codes: Array.from(codes), cpuCodes: Array.from(cpu.codes), out: Array.from(out), cpuOut: Array.from(cpu.pcm) };
+    return { refused, together: together.map((c) => Array.from(c)), inTurn: inTurn.map((c) => Array.from(c)), codes: Array.from(codes), cpuCodes: Array.from(cpu.codes), out: Array.from(out), cpuOut: Array.from(cpu.pcm) };
   })().catch((e) => ({ error: String(e && e.message || e) }));
 </script>`);
 
@@ -95,6 +97,7 @@ test("npm pack, install the tarball, import the package in a page", async () => 
   assert.equal(result.error, undefined, result.error);
   assert.equal(result.codes.length, 8);
   assert.deepEqual(result.codes, result.cpuCodes, "the package's GPU codec and its CPU codec disagree");
+  assert.match(result.refused, /^MimiCodec\.decode: .*1000000/, "a code past the codebook's size");
   assert.equal(result.together.length, 3);
   assert.deepEqual(result.together, result.inTurn, "encode calls made without awaiting each other gave other codes than in turn");
   let e = 0, p = 0;
