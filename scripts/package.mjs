@@ -21,7 +21,9 @@ meta.exports = {
   "./inferencelayer_bg.wasm": "./inferencelayer_bg.wasm",
   "./package.json": "./package.json",
 };
-meta.files = [...new Set([...(meta.files || []), ...own])];
+// (npm packs a LICENSE file of its own accord, but not LICENSE-MIT or LICENSE-APACHE)
+const licenses = (await fs.readdir(pkg)).filter((f) => f.startsWith("LICENSE"));
+meta.files = [...new Set([...(meta.files || []), ...own, ...licenses])];
 meta.sideEffects = ["./moshi-worker.js", "./moshi-worklet.js"];
 await fs.writeFile(join(pkg, "package.json"), JSON.stringify(meta, null, 2) + "\n");
 console.log(`${pkg}/package.json: exports ${Object.keys(meta.exports).join(", ")}`);

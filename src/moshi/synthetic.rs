@@ -500,67 +500,81 @@ const GGML_Q8_0: u32 = 8;
 /// blocks (f16 scale, 32 i8; ggml's rounding, so the blocks hold exactly the released
 /// values), embedding tables and RMSNorm gains as F32, data aligned to 32 bytes. The
 /// values are [`crate::weights::synthetic::lm_tensor_values`]'s, so loading it gives the
-/// same weights as the f32 safetensors checkpoint. Held in memory: for reduced geometries
-/// (tests).
+/// same weights as the f32 safetensors checkpoint. In memory: [`write_lm_gguf`] writes it
+/// to a file one tensor at a time.
 pub fn lm_gguf(config: &LmConfig, seed: u64) -> Result<Vec<u8>> {
-    config.validate()?;
+    let mut bytes = Vec::new();
+    write_lm_gguf(&mut bytes, config, seed).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// [`lm_gguf`]'s bytes written to `out` one tensor at a time (each made from its rows of the
+/// checkpoint tensor it comes from, [`crate::weights::synthetic::lm_tensor_rows`]): at most
+/// one tensor's values in memory. Returns the bytes written; a config that does not
+/// validate, or a tensor no rule values, is `out`'s error kind `Other` with its message.
+pub fn write_lm_gguf(out: &mut dyn std::io::Write, config: &LmConfig, seed: u64) -> std::io::Result<u64> {
+    let other = |e: Error| std::io::Error::other(e.to_string());
+    config.validate().map_err(other)?;
     let specs = config.tensor_specs();
     let shape_of = |n: &str| specs.iter().find(|(s, _)| s == n).map(|(_, sh)| sh.clone());
-    let mut cache: std::collections::HashMap<String, Vec<f32>> = std::collections::HashMap::new();
-    let mut tensors: Vec<(String, Vec<usize>, u32, Vec<u8>)> = Vec::new();
+    let is_table = |src: &str| src.ends_with(".alpha") || ["emb.", "text_emb.", "depformer_emb.", "depformer_text_emb."].iter().any(|p| src.starts_with(p));
+    // (name, shape in the file, type, source tensor, its shape, rows of it, bytes)
+    let mut tensors = Vec::new();
     for (name, src, rows) in candle_names(config) {
-        let shape = shape_of(&src).ok_or_else(|| Error::Input(format!("no tensor `{src}` in the config's specs")))?;
-        if !cache.contains_key(&src) {
-            cache.insert(src.clone(), crate::weights::synthetic::lm_tensor_values(&src, &shape, seed)?);
-        }
+        let shape = shape_of(&src).ok_or_else(|| other(Error::Input(format!("no tensor `{src}` in the config's specs"))))?;
         let cols = *shape.last().unwrap_or(&1);
-        let values = &cache[&src][rows.start * cols..rows.end * cols];
         let mut out_shape = shape.clone();
         out_shape[0] = if shape.len() == 2 { rows.len() } else { shape[0] };
-        let table = src.ends_with(".alpha") || ["emb.", "text_emb.", "depformer_emb.", "depformer_text_emb."].iter().any(|p| src.starts_with(p));
-        if !table {
-            let mut data = Vec::with_capacity(values.len() / BLOCK * 34);
-            for (b, blk) in values.chunks_exact(BLOCK).enumerate() {
-                let x: &[f32; BLOCK] = blk.try_into().map_err(|_| Error::Input("block".into()))?;
-                let q = quantize_block(x).ok_or_else(|| crate::weights::q8::block_error(&name, cols, b, x))?;
-                data.extend_from_slice(&q.d.to_le_bytes());
-                data.extend(q.qs.iter().map(|&v| v as u8));
-            }
-            tensors.push((name, out_shape, GGML_Q8_0, data));
-        } else {
-            tensors.push((name, out_shape, GGML_F32, bytemuck::cast_slice(values).to_vec()));
-        }
+        let n = rows.len() * cols;
+        let (ty, bytes) = if is_table(&src) { (GGML_F32, 4 * n) } else { (GGML_Q8_0, n / BLOCK * 34) };
+        tensors.push((name, out_shape, ty, src, shape, rows, bytes));
     }
     let align = 32usize;
-    let mut f = Vec::new();
+    let mut head = Vec::new();
     let gstr = |f: &mut Vec<u8>, s: &str| {
         f.extend_from_slice(&(s.len() as u64).to_le_bytes());
         f.extend_from_slice(s.as_bytes());
     };
-    f.extend_from_slice(b"GGUF");
-    f.extend_from_slice(&3u32.to_le_bytes());
-    f.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    f.extend_from_slice(&1u64.to_le_bytes());
-    gstr(&mut f, "general.name");
-    f.extend_from_slice(&8u32.to_le_bytes()); // string
-    gstr(&mut f, "synthetic moshi lm");
+    head.extend_from_slice(b"GGUF");
+    head.extend_from_slice(&3u32.to_le_bytes());
+    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    head.extend_from_slice(&1u64.to_le_bytes());
+    gstr(&mut head, "general.name");
+    head.extend_from_slice(&8u32.to_le_bytes()); // string
+    gstr(&mut head, "synthetic moshi lm");
     let mut offset = 0usize;
-    for (name, shape, ty, data) in &tensors {
-        gstr(&mut f, name);
-        f.extend_from_slice(&(shape.len() as u32).to_le_bytes());
+    for (name, shape, ty, _, _, _, bytes) in &tensors {
+        gstr(&mut head, name);
+        head.extend_from_slice(&(shape.len() as u32).to_le_bytes());
         for &d in shape.iter().rev() {
-            f.extend_from_slice(&(d as u64).to_le_bytes());
+            head.extend_from_slice(&(d as u64).to_le_bytes());
         }
-        f.extend_from_slice(&ty.to_le_bytes());
-        f.extend_from_slice(&(offset as u64).to_le_bytes());
-        offset += data.len().div_ceil(align) * align;
+        head.extend_from_slice(&ty.to_le_bytes());
+        head.extend_from_slice(&(offset as u64).to_le_bytes());
+        offset += bytes.div_ceil(align) * align;
     }
-    f.resize(f.len().div_ceil(align) * align, 0);
-    for (_, _, _, data) in &tensors {
-        f.extend_from_slice(data);
-        f.resize(f.len().div_ceil(align) * align, 0);
+    head.resize(head.len().div_ceil(align) * align, 0);
+    out.write_all(&head)?;
+    let mut written = head.len();
+    for (name, _, ty, src, shape, rows, bytes) in tensors {
+        let cols = *shape.last().unwrap_or(&1);
+        let values = crate::weights::synthetic::lm_tensor_rows(&src, &shape, seed, rows).map_err(other)?;
+        let mut data = Vec::with_capacity(bytes.div_ceil(align) * align);
+        if ty == GGML_Q8_0 {
+            for (b, blk) in values.chunks_exact(BLOCK).enumerate() {
+                let x: &[f32; BLOCK] = blk.try_into().map_err(|_| other(Error::Input("block".into())))?;
+                let q = quantize_block(x).ok_or_else(|| other(crate::weights::q8::block_error(&name, cols, b, x)))?;
+                data.extend_from_slice(&q.d.to_le_bytes());
+                data.extend(q.qs.iter().map(|&v| v as u8));
+            }
+        } else {
+            data.extend_from_slice(bytemuck::cast_slice(&values));
+        }
+        data.resize(bytes.div_ceil(align) * align, 0);
+        out.write_all(&data)?;
+        written += data.len();
     }
-    Ok(f)
+    Ok(written as u64)
 }
 
 /// Bytes the weights of `config` take as [`LmWeights`] holds them and `Lm::new` uploads them:

@@ -6,7 +6,10 @@
 //! write them as a real safetensors file and load that file through the real loader; the
 //! offline demo runs on the same checkpoint.
 
-use safetensors::{tensor::TensorView, Dtype};
+use std::io::Write;
+
+use safetensors::tensor::{Metadata, TensorInfo};
+use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 
@@ -138,21 +141,34 @@ pub fn tensor_values(name: &str, shape: &[usize], seed: u64, stats: &CodebookSta
 /// `tests/reference/MOSHI.md`: RMSNorm gains `1 + 0.1 s`, embeddings `s`, every linear
 /// `s * sqrt(3 / fan)` made exactly representable in Q8_0 (quantized, then dequantized).
 pub fn lm_tensor_values(name: &str, shape: &[usize], seed: u64) -> Result<Vec<f32>> {
-    let n: usize = shape.iter().product();
+    let rows = shape.iter().rev().skip(1).product();
+    lm_tensor_rows(name, shape, seed, 0..rows)
+}
+
+/// [`lm_tensor_values`] of rows `rows` of the tensor alone (its last dimension is a row): the
+/// whole tensor's values there, a Q8_0 block never crossing a row. [`Error::Input`] for rows
+/// past the tensor's.
+pub fn lm_tensor_rows(name: &str, shape: &[usize], seed: u64, rows: std::ops::Range<usize>) -> Result<Vec<f32>> {
+    let cols = shape.last().copied().unwrap_or(1);
+    let all_rows: usize = shape.iter().rev().skip(1).product();
+    if rows.start > rows.end || rows.end > all_rows {
+        return Err(Error::Input(format!("rows {rows:?} of tensor `{name}` {shape:?}")));
+    }
+    let span = rows.start * cols..rows.end * cols;
     let st = Stream::new(name, seed);
     let is_emb = ["emb.", "text_emb.", "depformer_emb.", "depformer_text_emb."].iter().any(|p| name.starts_with(p));
     if name.ends_with(".alpha") {
-        return Ok((0..n).map(|i| (1.0 + 0.1 * st.s(i)) as f32).collect());
+        return Ok(span.map(|i| (1.0 + 0.1 * st.s(i)) as f32).collect());
     }
     if is_emb {
-        return Ok((0..n).map(|i| st.s(i) as f32).collect());
+        return Ok(span.map(|i| st.s(i) as f32).collect());
     }
     if shape.len() != 2 {
         return Err(Error::Input(format!("no synthetic rule for tensor `{name}` {shape:?}")));
     }
     let g = (3.0 / shape[1] as f64).sqrt();
-    let w: Vec<f32> = (0..n).map(|i| (st.s(i) * g) as f32).collect();
-    let q = crate::weights::q8::Q8Tensor::from_f32(name, shape[0], shape[1], &w)?;
+    let w: Vec<f32> = span.map(|i| (st.s(i) * g) as f32).collect();
+    let q = crate::weights::q8::Q8Tensor::from_f32(name, rows.len(), cols, &w)?;
     Ok(q.dequantize())
 }
 
@@ -167,17 +183,84 @@ pub fn lm_checkpoint(specs: &[(String, Vec<usize>)], seed: u64) -> Result<Vec<u8
     write_checkpoint(specs, |name, shape| lm_tensor_values(name, shape, seed))
 }
 
+/// A complete Moshi LM safetensors checkpoint, as [`lm_checkpoint`] gives it, written to `out`
+/// one tensor at a time: at most one tensor's values in memory (Moshi 7B's f32 file is 31
+/// GB). Returns the bytes written; `out`'s errors as they come.
+pub fn write_lm_checkpoint(out: &mut dyn Write, specs: &[(String, Vec<usize>)], seed: u64) -> std::io::Result<u64> {
+    write_safetensors(out, specs, |name, shape| lm_tensor_values(name, shape, seed))
+}
+
 fn write_checkpoint(specs: &[(String, Vec<usize>)], values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> Result<Vec<u8>> {
-    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(specs.len());
-    for (name, shape) in specs {
-        let v = values(name, shape)?;
-        data.push((name.clone(), shape.clone(), bytemuck::cast_slice(&v).to_vec()));
+    let mut bytes = Vec::new();
+    write_safetensors(&mut bytes, specs, values).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// A safetensors file of f32 `specs`, valued by `values`, written tensor by tensor: the
+/// header of `safetensors::serialize` (the tensors in its order, by name; the header padded
+/// with spaces to 8 bytes), then each tensor's values as they are made. A value error is
+/// `out`'s error kind `Other` with its message.
+fn write_safetensors(out: &mut dyn Write, specs: &[(String, Vec<usize>)], values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> std::io::Result<u64> {
+    let mut order: Vec<&(String, Vec<usize>)> = specs.iter().collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut infos = Vec::with_capacity(order.len());
+    let mut offset = 0;
+    for (name, shape) in &order {
+        let n = 4 * shape.iter().product::<usize>();
+        infos.push((name.clone(), TensorInfo { dtype: Dtype::F32, shape: shape.clone(), data_offsets: (offset, offset + n) }));
+        offset += n;
     }
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(n, s, b)| {
-            TensorView::new(Dtype::F32, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| Error::Checkpoint(e.to_string()))
-        })
-        .collect::<Result<_>>()?;
-    safetensors::serialize(views, None).map_err(|e| Error::Checkpoint(e.to_string()))
+    let metadata = Metadata::new(None, infos).map_err(std::io::Error::other)?;
+    let mut header = serde_json::to_string(&metadata).map_err(std::io::Error::other)?.into_bytes();
+    header.resize(header.len().next_multiple_of(8), b' ');
+    out.write_all(&(header.len() as u64).to_le_bytes())?;
+    out.write_all(&header)?;
+    for (name, shape) in order {
+        let v = values(name, shape).map_err(|e| std::io::Error::other(e.to_string()))?;
+        out.write_all(bytemuck::cast_slice(&v))?;
+    }
+    Ok((8 + header.len() + offset) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use safetensors::tensor::TensorView;
+
+    fn specs() -> Vec<(String, Vec<usize>)> {
+        vec![
+            ("transformer.layers.0.gating.linear_in.weight".into(), vec![64, 32]),
+            ("emb.0.weight".into(), vec![9, 16]),
+            ("out_norm.alpha".into(), vec![1, 1, 16]),
+            ("depformer_in.0.weight".into(), vec![32, 64]),
+        ]
+    }
+
+    #[test]
+    fn the_streamed_checkpoint_is_safetensors_serialize_byte_for_byte() {
+        let specs = specs();
+        let mut streamed = Vec::new();
+        let n = write_lm_checkpoint(&mut streamed, &specs, SEED).unwrap();
+        assert_eq!(n as usize, streamed.len());
+        let values: Vec<(String, Vec<usize>, Vec<u8>)> = specs
+            .iter()
+            .map(|(name, shape)| (name.clone(), shape.clone(), bytemuck::cast_slice(&lm_tensor_values(name, shape, SEED).unwrap()).to_vec()))
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = values.iter().map(|(n, s, b)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), b).unwrap())).collect();
+        assert!(streamed == safetensors::serialize(views, None).unwrap());
+    }
+
+    #[test]
+    fn rows_of_a_tensor_are_the_whole_tensors_values_there() {
+        for (name, shape) in specs() {
+            let cols = *shape.last().unwrap();
+            let rows: usize = shape.iter().rev().skip(1).product();
+            let whole = lm_tensor_values(&name, &shape, SEED).unwrap();
+            assert_eq!(whole.len(), rows * cols);
+            for r in [0..rows, 0..1, rows / 2..rows, rows - 1..rows] {
+                assert_eq!(lm_tensor_rows(&name, &shape, SEED, r.clone()).unwrap(), whole[r.start * cols..r.end * cols], "{name} rows {r:?}");
+            }
+            assert!(lm_tensor_rows(&name, &shape, SEED, 0..rows + 1).is_err(), "{name}: rows past the tensor");
+        }
+    }
 }

@@ -28,7 +28,7 @@ test("npm pack, install the tarball, import the package in a page", async () => 
   const npm = (args, cwd) => execFileSync("npm", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
   const packed = JSON.parse(npm(["pack", "--json", "--pack-destination", dir], `${ROOT}/pkg`))[0];
   const files = packed.files.map((f) => f.path);
-  for (const f of ["moshi.js", "moshi.d.ts", "moshi-worker.js", "moshi-worklet.js", "ring.js", "inferencelayer.js", "inferencelayer_bg.wasm", "inferencelayer.d.ts"]) {
+  for (const f of ["moshi.js", "moshi.d.ts", "moshi-worker.js", "moshi-worklet.js", "ring.js", "inferencelayer.js", "inferencelayer_bg.wasm", "inferencelayer.d.ts", "LICENSE-MIT", "LICENSE-APACHE"]) {
     assert.ok(files.includes(f), `the tarball lacks ${f}`);
   }
   const app = join(dir, "app");

@@ -743,13 +743,18 @@ fn synthetic_lm(output: &Path, config: Option<&Path>, seed: u64) -> Result<()> {
     let specs = config.tensor_specs();
     let start = Instant::now();
     let gguf = output.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
-    let bytes = if gguf { lm_synthetic::lm_gguf(&config, seed)? } else { synthetic::lm_checkpoint(&specs, seed)? };
-    audio::write_file(output, "checkpoint", |out| out.write_all(&bytes))?;
+    config.validate()?;
+    // written tensor by tensor: Moshi 7B's f32 file (31 GB) is never held whole
+    let mut len = 0;
+    audio::write_file(output, "checkpoint", |out| {
+        len = if gguf { lm_synthetic::write_lm_gguf(out, &config, seed)? } else { synthetic::write_lm_checkpoint(out, &specs, seed)? };
+        Ok::<(), std::io::Error>(())
+    })?;
     eprintln!(
         "wrote a synthetic Moshi LM checkpoint (seed {seed}, {} tensors, {} parameters, {:.1} MB) in {:.1} s",
         specs.len(),
         lm_synthetic::parameter_count(&config),
-        bytes.len() as f64 / 1e6,
+        len as f64 / 1e6,
         start.elapsed().as_secs_f64()
     );
     Ok(())
