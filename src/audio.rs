@@ -253,11 +253,40 @@ pub fn write_file<E: std::fmt::Display>(
     if let Some(before) = &existing {
         file.set_permissions(before.permissions()).map_err(|e| fail(&e))?;
     }
+    let _part = Partial::register(temp_path.to_path_buf());
     let mut out = BufWriter::new(file);
     write(&mut out).map_err(|e| fail(&e))?;
     finish(out)?.sync_all().map_err(|e| fail(&e))?;
     temp_path.persist(&target).map_err(|e| fail(&e.error))?;
     Ok(())
+}
+
+/// The temporary files [`write_file`] is filling now, for [`remove_partial_files`].
+static PARTIAL: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A temporary file of [`write_file`] in [`PARTIAL`] while it lives.
+struct Partial(std::path::PathBuf);
+
+impl Partial {
+    fn register(path: std::path::PathBuf) -> Self {
+        PARTIAL.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
+        Self(path)
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        PARTIAL.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != &self.0);
+    }
+}
+
+/// Remove the temporary files of the [`write_file`] calls in progress (the outputs they
+/// would replace are untouched): for a process about to end part way, on an interrupt,
+/// whose temporary files would otherwise stay beside the outputs. Returns how many it
+/// removed.
+pub fn remove_partial_files() -> usize {
+    let parts = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
+    parts.iter().filter(|p| std::fs::remove_file(p).is_ok()).count()
 }
 
 /// Check that the shape in an `.npy` header has a product that fits in 64 bits (the parser

@@ -261,6 +261,48 @@ fn write_wav_clamps_and_read_wav_reads_it_back() {
     assert_eq!(back, [0.0, 0.5, -0.5, 32767.0 / 32768.0, -1.0, 0.0, 1.0 / 32768.0]);
 }
 
+/// Interrupted (SIGINT, as Ctrl-C sends) while it writes a checkpoint, the binary removes the
+/// temporary file, leaves the file it was replacing as it was and exits with 130.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_write_leaves_the_file_before_and_no_temporary_file() {
+    let dir = scratch().join("interrupted");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create dir");
+    // a reduced LM whose f32 file (about 670 MB) takes a few seconds to write
+    let small = concat!(env!("CARGO_MANIFEST_DIR"), "/www/config/moshi-small.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(small).expect("config")).expect("JSON");
+    for (k, v) in [("dim", 768), ("num_layers", 8), ("num_heads", 12), ("text_card", 8000), ("card", 2048), ("depformer_dim", 512), ("depformer_dim_feedforward", 2048), ("depformer_num_heads", 8), ("depformer_num_layers", 2)] {
+        config[k] = v.into();
+    }
+    let config_path = scratch().join("interrupted-lm.json");
+    std::fs::write(&config_path, config.to_string()).expect("write config");
+    let out = dir.join("lm.safetensors");
+    std::fs::write(&out, b"the file before").expect("write");
+    let parts = || -> Vec<String> {
+        std::fs::read_dir(&dir).expect("list dir").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".part")).collect()
+    };
+    let mut child = std::process::Command::new(BIN)
+        .args(["synthetic-lm", "--config", &config_path.display().to_string(), &out.display().to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run inferencelayer");
+    let start = std::time::Instant::now();
+    while parts().is_empty() {
+        assert!(child.try_wait().expect("wait").is_none(), "synthetic-lm ended before its temporary file was seen");
+        assert!(start.elapsed().as_secs() < 120, "no temporary file after 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let kill = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(kill.success());
+    let done = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted (removed 1 partly written file)"), "{stderr}");
+    assert_eq!(parts(), Vec::<String>::new(), "a temporary file was left");
+    assert_eq!(std::fs::read(&out).expect("read"), b"the file before", "the file before was changed");
+}
+
 #[test]
 fn a_write_that_fails_part_way_leaves_the_file_before_and_no_temporary_file() {
     use std::io::Write;

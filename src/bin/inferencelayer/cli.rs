@@ -1176,6 +1176,15 @@ async fn run(cli: Cli) -> Result<()> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Interrupted (Ctrl-C, SIGTERM) while writing, the temporary file beside the output
+    // goes, and the output stays as it was ([`audio::write_file`]); 130, as a shell reports
+    // an interrupt.
+    let _ = ctrlc::set_handler(|| {
+        let removed = audio::remove_partial_files();
+        let files = if removed > 0 { format!(" (removed {removed} partly written file{})", if removed > 1 { "s" } else { "" }) } else { String::new() };
+        eprintln!("inferencelayer: interrupted{files}");
+        std::process::exit(130);
+    });
     match pollster::block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
