@@ -177,7 +177,7 @@ export declare class Moshi extends EventTarget {
   constructor(options?: { workerUrl?: string | URL; workletUrl?: string | URL; limits?: DeviceLimits });
   /** The capability check from the configs, before anything downloads. */
   checkRequirements(options?: { mimiConfig?: Config; lmConfig?: Config; lm?: boolean }): Promise<CapabilityReport>;
-  /** Rejects while a session runs (stop() it first) or while another load() or loadCodec() is in progress (await or abort it first); what was loaded then stays loaded. */
+  /** Rejects while a session runs (stop() it first) or while another load() or loadCodec() is in progress (await it first; an aborted one settles once the worker has stopped it); what was loaded then stays loaded. */
   load(options: LoadOptions): Promise<LoadedInfo>;
   /** Mimi alone, for the codec loopback; rejects while a session runs or another load is in progress, as load() does. */
   loadCodec(options: { mimi: Source; mimiConfig?: Config; keepForCheck?: boolean; onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<LoadedInfo>;

@@ -271,7 +271,8 @@ export class Moshi extends EventTarget {
    * what was loaded: the old model is freed first, so after a failed or aborted load nothing is
    * loaded (`start()` says so) until a load succeeds. Rejects while a session runs, before
    * anything changes: `stop()` it first; and while another load() or loadCodec() is in
-   * progress: await it, or abort it through its signal, first.
+   * progress: await it first (an aborted load settles with an AbortError once the worker
+   * has stopped it).
    */
   async load(opts) {
     const w = "Moshi.load";
@@ -519,6 +520,7 @@ export class Moshi extends EventTarget {
     const o = options(w, opts);
     const last = this.lastLoad;
     if (!last?.moshi && !last?.codec) throw new Error(`${w}: nothing loaded yet: call load() or loadCodec() first`);
+    if (this.loading) throw new Error(`${w}: a load is in progress: await it first`);
     if (this.running) await this.stop({ drainMs: 0 }).catch(() => {});
     let out = null;
     if (last.codec) out = await this.loadCodec({ ...last.codec, ...o });
@@ -554,7 +556,7 @@ export class Moshi extends EventTarget {
   #idle(where) {
     if (this.running || this.starting) throw new Error(`${where}: a session is running: stop() it before loading new weights`);
     // Two loads at once would each free the other's model in the worker.
-    if (this.loading) throw new Error(`${where}: another load is in progress: await it, or abort it through its signal, first`);
+    if (this.loading) throw new Error(`${where}: another load is in progress: await it first (aborted through its signal, it settles once the worker has stopped it)`);
   }
 
   #call(where, type) {

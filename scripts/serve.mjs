@@ -9,8 +9,9 @@ import { createReadStream, promises as fs } from "node:fs";
 import { extname, isAbsolute, join, normalize, relative, resolve } from "node:path";
 
 const root = resolve(process.argv[2] || "www");
-const port = Number(process.argv[3] ?? 8080);
-if (!Number.isInteger(port) || port < 0 || port > 65535) {
+const portArg = process.argv[3] ?? "8080";
+const port = /^(0|[1-9][0-9]{0,4})$/.test(portArg) ? Number(portArg) : NaN;
+if (!(port >= 0 && port <= 65535)) {
   console.error(`serve: PORT must be a whole number from 0 to 65535 (0: any free port), got ${JSON.stringify(process.argv[3])}`);
   process.exit(1);
 }

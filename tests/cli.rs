@@ -172,10 +172,20 @@ fn bad_input_exits_1_with_an_error_line() {
     run_err(&["load-lm", "--lm", &dir], &[&dir, "is a directory", "LM checkpoint file"]);
     run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &dir], &[&dir, "is a directory", "file name"]);
     let slash = format!("{}/", path("not-yet"));
-    run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &slash], &[&slash, "is a directory", "file name"]);
+    run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &slash], &[&slash, "names a directory", "file name"]);
+    let dot = format!("{}/.", path("not-yet"));
+    run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &dot], &[&dot, "names a directory", "file name"]);
+    // a dangling symlink into a directory that does not exist
+    #[cfg(unix)]
+    {
+        let link = path("dangling.npy");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(path("no-such-dir/codes.npy"), &link).expect("symlink");
+        run_err(&["encode", "--checkpoint", &missing, INPUT_WAV_PATH, &link], &["no-such-dir", "does not exist", "mkdir -p"]);
+    }
     // benchmark counts out of range, refused before any work (a count too large to hold
     // the per-frame timings for was a panic)
-    run_err(&["bench", "--checkpoint", &missing, "--frames", "0"], &["--frames 0", "at least 1"]);
+    run_err(&["bench", "--checkpoint", &missing, "--frames", "0"], &["--frames 0: frames must be at least 1"]);
     run_err(&["bench", "--checkpoint", &missing, "--frames", "99999999999999"], &["--frames 99999999999999", "at most 1080000"]);
     run_err(&["bench", "--checkpoint", &missing, "--profile", "99999999999999"], &["--profile 99999999999999", "at most 10000"]);
     run_err(&["bench-lm", "--frames", "18446744073709551615"], &["--frames 18446744073709551615", "at most 1080000"]);

@@ -24,7 +24,7 @@ const MODELS = {
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-const app = { moshi: null, loaded: null, codecLoaded: null, running: false, transcript: "", textEvents: 0, frames: [], errors: [], last: null, deviceLost: [], reloads: [] };
+const app = { moshi: null, loaded: null, codecLoaded: null, loading: false, running: false, transcript: "", textEvents: 0, frames: [], errors: [], last: null, deviceLost: [], reloads: [] };
 window.app = app;
 
 for (const [k, m] of Object.entries(MODELS)) $("model").add(new Option(m.label, k));
@@ -53,7 +53,8 @@ function refresh() {
   $("start").disabled = !ready || app.running;
   $("stop").disabled = !app.running;
   $("reset").disabled = !ready || app.running;
-  $("load").disabled = !sup.ok || app.running;
+  // (one load at a time: a second would be refused, and take the Abort button from the first)
+  $("load").disabled = !sup.ok || app.running || app.loading;
 }
 document.querySelectorAll("input[name=mode]").forEach((r) => (r.onchange = refresh));
 
@@ -151,6 +152,7 @@ $("load").onclick = async () => {
   const spec = MODELS[$("model").value];
   const m = ensureMoshi();
   abort = new AbortController();
+  app.loading = true;
   $("abort").disabled = false;
   $("load").disabled = true;
   const sizes = {};
@@ -181,6 +183,7 @@ $("load").onclick = async () => {
   } catch (e) {
     status(e.name === "AbortError" ? "Loading aborted." : "Loading failed: " + e.message, e.name !== "AbortError");
   } finally {
+    app.loading = false;
     $("abort").disabled = true;
     refresh();
   }

@@ -184,6 +184,9 @@ test("a load while another is in progress is refused, and the first one complete
   const info = await first;
   assert.equal(info.adapter, "stand-in");
   assert.equal(m.loaded, info, "the first load's model stays loaded");
+  const second = m.load(good);
+  await refuses("Moshi.reload", "during a load", "Moshi.reload: a load is in progress", () => m.reload());
+  await second;
   const codec = m.loadCodec({ mimi: good.mimi });
   await refuses("Moshi.load", "during a loadCodec", "another load is in progress", () => m.load(good));
   await codec;

@@ -373,9 +373,23 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// either would fail a long run at its end) and it must be none of the
 /// files the command reads ([`distinct_from`]).
 fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
-    if output.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) || output.is_dir() {
+    let text = output.as_os_str().to_string_lossy();
+    let sep = std::path::MAIN_SEPARATOR;
+    if output.is_dir() {
         return Err(file_error(output, "is a directory: give the output a file name"));
     }
+    if text.ends_with(sep) || text == "." || text == ".." || text.ends_with(&format!("{sep}.")) || text.ends_with(&format!("{sep}..")) {
+        return Err(file_error(output, "names a directory: give the output a file name"));
+    }
+    // a dangling symlink is written through: the directory that must exist is its target's
+    let resolved;
+    let output = match std::fs::read_link(output) {
+        Ok(target) if !output.exists() => {
+            resolved = output.parent().map_or(target.clone(), |d| d.join(&target));
+            resolved.as_path()
+        }
+        _ => output,
+    };
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
@@ -578,13 +592,22 @@ fn now_ms() -> f64 {
     ORIGIN.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
 }
 
+/// [`bench::check_counts`] for `--frames` and `--profile`, the flag named in the error.
+fn bench_counts(frames: usize, replays: usize) -> Result<()> {
+    let flag = |flag: &'static str, value: usize| {
+        move |e| match e {
+            Error::Input(m) => Error::Input(format!("{flag} {value}: {m}")),
+            e => e,
+        }
+    };
+    bench::check_counts(frames, 0).map_err(flag("--frames", frames))?;
+    bench::check_counts(1, replays).map_err(flag("--profile", replays))
+}
+
 /// `bench`: [`inferencelayer::bench::bench_mimi`] on the speech clip, printed.
 async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, json: bool) -> Result<()> {
     // before any work, so that a count out of range is refused at once
-    bench::check_counts(frames, replays).map_err(|e| match e {
-        Error::Input(m) => Error::Input(format!("--frames {frames}, --profile {replays}: {m}")),
-        e => e,
-    })?;
+    bench_counts(frames, replays)?;
     let config = codec.config()?;
     let signal = bench_signal()?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -1025,10 +1048,7 @@ async fn bench_lm(
     json: bool,
 ) -> Result<()> {
     // before any work, so that a count out of range is refused at once
-    bench::check_counts(frames, replays).map_err(|e| match e {
-        Error::Input(m) => Error::Input(format!("--frames {frames}, --profile {replays}: {m}")),
-        e => e,
-    })?;
+    bench_counts(frames, replays)?;
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
     // read before the LM is built, so that a bad file is refused at once
