@@ -659,11 +659,6 @@ const CHUNK: usize = 4 << 20;
 /// The largest `load-lm --chunk`: one read's buffer is held in memory.
 const MAX_CHUNK: usize = 1 << 30;
 
-/// Feed the file at `path` to `sink` in reads of `chunk` bytes through the byte-source
-/// driver (the one the web's `fetch` goes through), which finishes the sink; returns it. A
-/// file that cannot be read, or is not a checkpoint of either format, is an [`Error::File`]
-/// naming it; the model's own refusals (a missing or misshapen tensor) pass through as
-/// they are.
 /// The length in bytes of the `what` checkpoint at `path`: an [`Error::File`] naming it when
 /// it cannot be read or is a directory.
 fn checkpoint_len(path: &Path, what: &str) -> Result<u64> {
@@ -674,6 +669,11 @@ fn checkpoint_len(path: &Path, what: &str) -> Result<u64> {
     Ok(m.len())
 }
 
+/// Feed the file at `path` to `sink` in reads of `chunk` bytes through the byte-source
+/// driver (the one the web's `fetch` goes through), which finishes the sink; returns it. A
+/// file that cannot be read, or is not a checkpoint of either format, is an [`Error::File`]
+/// naming it; the model's own refusals (a missing or misshapen tensor) pass through as
+/// they are.
 async fn stream_file<K: ByteSink>(path: &Path, sink: K, what: &str, chunk: usize) -> Result<K> {
     checkpoint_len(path, what)?;
     let mut file = FileSource::new(path).chunk_size(chunk);
@@ -1196,7 +1196,7 @@ async fn run(cli: Cli) -> Result<()> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Interrupted (Ctrl-C, SIGTERM) while writing, the temporary file beside the output
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP) while writing, the temporary file beside the output
     // goes, and the output stays as it was ([`audio::write_file`]); 130, as a shell reports
     // an interrupt.
     let _ = ctrlc::set_handler(|| {
