@@ -191,35 +191,62 @@ pub fn write_lm_checkpoint(out: &mut dyn Write, specs: &[(String, Vec<usize>)], 
 }
 
 fn write_checkpoint(specs: &[(String, Vec<usize>)], values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    write_safetensors(&mut bytes, specs, values).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    let layout = SafetensorsLayout::new(specs).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    // the whole file's size at once, as safetensors::serialize takes it: a buffer grown by
+    // doubling leaves the allocator's free lists as the loads after it do not expect
+    let mut bytes = Vec::with_capacity(layout.len());
+    layout.write(&mut bytes, values).map_err(|e| Error::Checkpoint(e.to_string()))?;
     Ok(bytes)
 }
 
-/// A safetensors file of f32 `specs`, valued by `values`, written tensor by tensor: the
-/// header of `safetensors::serialize` (the tensors in its order, by name; the header padded
-/// with spaces to 8 bytes), then each tensor's values as they are made. A value error is
-/// `out`'s error kind `Other` with its message.
+/// A safetensors file of f32 `specs`, valued by `values`, written tensor by tensor
+/// ([`SafetensorsLayout::write`]).
 fn write_safetensors(out: &mut dyn Write, specs: &[(String, Vec<usize>)], values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> std::io::Result<u64> {
-    let mut order: Vec<&(String, Vec<usize>)> = specs.iter().collect();
-    order.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut infos = Vec::with_capacity(order.len());
-    let mut offset = 0;
-    for (name, shape) in &order {
-        let n = 4 * shape.iter().product::<usize>();
-        infos.push((name.clone(), TensorInfo { dtype: Dtype::F32, shape: shape.clone(), data_offsets: (offset, offset + n) }));
-        offset += n;
+    SafetensorsLayout::new(specs)?.write(out, values)
+}
+
+/// Where a safetensors file of f32 tensors puts them: the header of
+/// `safetensors::serialize` (the tensors in its order, by name; padded with spaces to 8
+/// bytes) and the tensors in that order.
+struct SafetensorsLayout<'a> {
+    header: Vec<u8>,
+    order: Vec<&'a (String, Vec<usize>)>,
+    data: usize,
+}
+
+impl<'a> SafetensorsLayout<'a> {
+    fn new(specs: &'a [(String, Vec<usize>)]) -> std::io::Result<Self> {
+        let mut order: Vec<&(String, Vec<usize>)> = specs.iter().collect();
+        order.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut infos = Vec::with_capacity(order.len());
+        let mut offset = 0;
+        for (name, shape) in &order {
+            let n = 4 * shape.iter().product::<usize>();
+            infos.push((name.clone(), TensorInfo { dtype: Dtype::F32, shape: shape.clone(), data_offsets: (offset, offset + n) }));
+            offset += n;
+        }
+        let metadata = Metadata::new(None, infos).map_err(std::io::Error::other)?;
+        let mut header = serde_json::to_string(&metadata).map_err(std::io::Error::other)?.into_bytes();
+        header.resize(header.len().next_multiple_of(8), b' ');
+        Ok(Self { header, order, data: offset })
     }
-    let metadata = Metadata::new(None, infos).map_err(std::io::Error::other)?;
-    let mut header = serde_json::to_string(&metadata).map_err(std::io::Error::other)?.into_bytes();
-    header.resize(header.len().next_multiple_of(8), b' ');
-    out.write_all(&(header.len() as u64).to_le_bytes())?;
-    out.write_all(&header)?;
-    for (name, shape) in order {
-        let v = values(name, shape).map_err(|e| std::io::Error::other(e.to_string()))?;
-        out.write_all(bytemuck::cast_slice(&v))?;
+
+    /// Bytes of the whole file.
+    fn len(&self) -> usize {
+        8 + self.header.len() + self.data
     }
-    Ok((8 + header.len() + offset) as u64)
+
+    /// The header, then each tensor's values as `values` makes them. A value error is `out`'s
+    /// error kind `Other` with its message. Returns the bytes written.
+    fn write(&self, out: &mut dyn Write, values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>) -> std::io::Result<u64> {
+        out.write_all(&(self.header.len() as u64).to_le_bytes())?;
+        out.write_all(&self.header)?;
+        for (name, shape) in &self.order {
+            let v = values(name, shape).map_err(|e| std::io::Error::other(e.to_string()))?;
+            out.write_all(bytemuck::cast_slice(&v))?;
+        }
+        Ok(self.len() as u64)
+    }
 }
 
 #[cfg(test)]
