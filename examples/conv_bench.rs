@@ -4,7 +4,9 @@
 //! side on each conv kernel:
 //! `tiled` (`conv1d_tiled`, a workgroup per 16 output channels x 16 columns), `reduce`
 //! (`conv1d_reduce`, a workgroup per output), `lanes` (`conv1d_lanes`, 16 to 256 threads per
-//! output) and `auto` (the plan builder's choice by shape and adapter).
+//! output), `rows` (`conv1d_rows`, 16 to 256 threads per channel and up to 4 columns, the
+//! weights as vec4s; `lanes` where the reduction is not a multiple of 4) and `auto` (the plan
+//! builder's choice by shape and adapter).
 //!
 //! Per shape and kernel it prints the workgroups of the dispatch, the GPU time of one
 //! dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and per dispatch
@@ -36,7 +38,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use crate::common::{self, diff, median, Lcg};
-    use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
+    use inferencelayer::gpu::{conv_reduce_lanes, conv_rows_cols, conv_rows_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
     use inferencelayer::{Error, Result};
 
@@ -101,7 +103,18 @@ mod native {
         Ok((1e3 * median(alone[1..].to_vec()), 1e3 * median(pass[1..].to_vec())))
     }
 
-    const KERNELS: [(&str, ConvKernel); 4] = [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
+    const KERNELS: [(&str, ConvKernel); 5] =
+        [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("rows", ConvKernel::Rows), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
+
+    /// Workgroups of `conv1d_lanes`, or of `conv1d_rows` where the reduction of `n` terms is a
+    /// multiple of 4 and `rows`, for `out_c` channels of `t_out` columns.
+    fn lanes_workgroups(out_c: usize, t_out: usize, n: usize, rows: bool) -> String {
+        if rows && n % 4 == 0 {
+            let groups = out_c * t_out.div_ceil(conv_rows_cols(t_out));
+            return groups.div_ceil(256 / conv_rows_lanes(groups, n)).to_string();
+        }
+        (out_c * t_out).div_ceil(256 / conv_reduce_lanes(out_c * t_out, n)).to_string()
+    }
 
     pub async fn run() -> Result<()> {
         let copies: usize = match std::env::args().nth(1) {
@@ -118,7 +131,7 @@ mod native {
         let mut rng = Lcg(0xc0_4f_be);
         println!("alone: one dispatch in a pass of its own; pass: per dispatch of {copies} in one pass, each waiting for the one before; medians; us");
         println!("{:<24}{:<8}{:>12}{:>10}{:>10}{:>10}", "conv", "kernel", "workgroups", "alone", "pass", "diff");
-        let (mut sum_alone, mut sum_pass) = ([0f64; 4], [0f64; 4]);
+        let (mut sum_alone, mut sum_pass) = ([0f64; KERNELS.len()], [0f64; KERNELS.len()]);
         for &(name, in_c, out_c, k, stride, t, elu, time_major, time_major_out, residual) in &SHAPES {
             let conv = Conv1d { name: name.into(), w: rng.f32s(out_c * in_c * k), b: Some(rng.f32s(out_c)), in_c, out_c, k, stride, dilation: 1, groups: 1, replicate: false };
             let t_out = t / stride;
@@ -140,7 +153,7 @@ mod native {
                 let d = diff(&mut reference, ctx.read_f32(&outs[copies - 1].buf, out_c * t_out).await?);
                 let groups = match kernel {
                     ConvKernel::Reduce => (out_c * t_out).to_string(),
-                    ConvKernel::Lanes => (out_c * t_out).div_ceil(256 / conv_reduce_lanes(out_c * t_out, in_c * k)).to_string(),
+                    ConvKernel::Lanes | ConvKernel::Rows => lanes_workgroups(out_c, t_out, in_c * k, kernel == ConvKernel::Rows),
                     ConvKernel::Tiled => (out_c.div_ceil(16) * t_out.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };
@@ -168,7 +181,7 @@ mod native {
                 let (oc, og) = (out_c * stride, out_c * stride / groups);
                 let wg = match kernel {
                     ConvKernel::Reduce => (oc * t_in).to_string(),
-                    ConvKernel::Lanes => (oc * t_in).div_ceil(256 / conv_reduce_lanes(oc * t_in, (in_c / groups) * 2)).to_string(),
+                    ConvKernel::Lanes | ConvKernel::Rows => lanes_workgroups(oc, t_in, (in_c / groups) * 2, kernel == ConvKernel::Rows),
                     ConvKernel::Tiled => (groups * og.div_ceil(16) * t_in.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };

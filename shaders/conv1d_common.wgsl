@@ -3,7 +3,8 @@
 // prepends frame.wgsl and this file to conv1d_tiled.wgsl, conv1d_reduce.wgsl and
 // conv1d_lanes.wgsl (src/gpu/kernels.rs), which differ only in how they share out the sums.
 //
-//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
+//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout; binding 0, declared by each
+//                                      kernel: f32, or vec4 of f32 in conv1d_rows.wgsl)
 //   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
 //                                      channel's)
 //   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
@@ -37,14 +38,15 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
-    // conv1d_lanes's threads per output (the others ignore it)
+    // threads per output (conv1d_lanes) or per group of outputs (conv1d_rows); the others
+    // ignore it
     lanes: u32,
-    _pad0: u32,
+    // conv1d_rows's output columns per group (the others ignore it)
+    cols: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> prev: array<f32>;

@@ -539,11 +539,15 @@ pub enum ConvKernel {
     /// `conv1d_lanes` (16 to 256 threads per output over the reduction, by its reduction and
     /// output count: [`conv_reduce_lanes`]) at every shape.
     Lanes,
+    /// `conv1d_rows` (16 to 256 threads per output channel and up to 4 columns, the weight
+    /// row read as vec4s once for the columns: [`conv_rows_lanes`]) where the reduction is a
+    /// multiple of 4, `conv1d_lanes` at the other shapes.
+    Rows,
 }
 
 impl ConvKernel {
     /// The kernel `INFERENCELAYER_CONV` names for every streaming conv of a plan: `auto`,
-    /// `reduce`, `lanes` or `tiled` (unset or empty, and on the web: [`Self::Auto`]), so that
+    /// `reduce`, `lanes`, `rows` or `tiled` (unset or empty, and on the web: [`Self::Auto`]), so that
     /// one build can compare them in Mimi's plans (`tiled` fails the plans with a conv it does
     /// not fit). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
@@ -552,7 +556,8 @@ impl ConvKernel {
             Ok("reduce") => Ok(Self::Reduce),
             Ok("lanes") => Ok(Self::Lanes),
             Ok("tiled") => Ok(Self::Tiled),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes or tiled, got {v:?}"))),
+            Ok("rows") => Ok(Self::Rows),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes, rows or tiled, got {v:?}"))),
         }
     }
 }
@@ -568,6 +573,22 @@ pub fn conv_reduce_lanes(outputs: usize, n: usize) -> usize {
     let by_threads = (65536 / outputs.max(1)).next_power_of_two().clamp(16, 256);
     let lanes = by_terms.max(by_threads);
     1 << (usize::BITS - 1 - lanes.leading_zeros())
+}
+
+/// `conv1d_rows`'s output columns per group for a conv of `t_out` output columns: all of
+/// them up to 4 (a weight vec4 applied to a vec4 of columns), 4 beyond.
+pub fn conv_rows_cols(t_out: usize) -> usize {
+    t_out.clamp(1, 4)
+}
+
+/// Threads per group of outputs of `conv1d_rows` for `groups` groups (output channels times
+/// blocks of [`conv_rows_cols`] columns) of a reduction of `n` terms: about 32 terms each
+/// (eight vec4 loads in flight, one round), at least 65536 threads in all while 256 a group
+/// allows, a power of two from 16 to 256. Mimi's deepest downsampling conv (1024 channels of
+/// 2 columns, 512 x 16 terms) gets 256, its stride-8 upsampling as a conv (4096 phase
+/// channels of 2 columns, 1024 x 2 terms) 64.
+pub fn conv_rows_lanes(groups: usize, n: usize) -> usize {
+    conv_reduce_lanes(groups, n / 2)
 }
 
 /// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
@@ -1148,35 +1169,11 @@ impl<'a> PlanBuilder<'a> {
         let (rows, cols) = (spec.out_c / phases, t_out * phases);
         let y = self.tensor(spec.name, &if time_major_out { [cols, rows] } else { [rows, cols] })?;
         let prev = if tp > 0 { self.state(&format!("{}.previous", spec.name), 2 * spec.in_c * tp)? } else { self.dummy_out.clone() };
-        let p = Conv1dParams {
-            in_c: spec.in_c as u32,
-            out_c: spec.out_c as u32,
-            k: spec.k as u32,
-            stride: spec.stride as u32,
-            dilation: spec.dilation as u32,
-            groups: spec.groups as u32,
-            t_out: t_out as u32,
-            t: t as u32,
-            tp: tp as u32,
-            has_bias: spec.b.is_some() as u32,
-            residual: residual.is_some() as u32,
-            time_major: time_major as u32,
-            elu: elu as u32,
-            replicate: spec.replicate as u32,
-            time_major_out: time_major_out as u32,
-            phases: phases as u32,
-            lanes: conv_reduce_lanes(spec.out_c * t_out, (spec.in_c / spec.groups) * spec.k) as u32,
-            _pad: [0; 3],
-        };
         if let Some(r) = residual {
             if r.len() != spec.out_c * t_out {
                 return Err(Error::config(spec.name, format!("residual {:?} does not match the output", r.shape)));
             }
         }
-        let pb = self.params(spec.name, &p);
-        let b = spec.b.unwrap_or(&self.dummy).clone();
-        let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
-        let frame = self.frame.clone();
         // Deep, short layers (few outputs, long reductions) get 16 to 256 threads per output
         // on a GPU (conv1d_lanes), a workgroup of 64 per output on a CPU adapter
         // (conv1d_reduce): a tile of 16 x 16 outputs would leave most of the GPU idle there
@@ -1198,23 +1195,55 @@ impl<'a> PlanBuilder<'a> {
             }
             ConvKernel::Auto if fits && outputs > 16384 => ConvKernel::Tiled,
             ConvKernel::Auto => ConvKernel::Lanes,
+            ConvKernel::Rows if reduction % 4 != 0 => ConvKernel::Lanes,
             ConvKernel::Tiled if !fits => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
             }
             kernel => kernel,
         };
+        // conv1d_rows: groups of `cols` columns of a channel
+        let cols = conv_rows_cols(t_out);
+        let row_groups = spec.out_c * t_out.div_ceil(cols);
+        let (lanes, cols) = match kernel {
+            ConvKernel::Rows => (conv_rows_lanes(row_groups, reduction), cols),
+            _ => (conv_reduce_lanes(outputs, reduction), 1),
+        };
+        let p = Conv1dParams {
+            in_c: spec.in_c as u32,
+            out_c: spec.out_c as u32,
+            k: spec.k as u32,
+            stride: spec.stride as u32,
+            dilation: spec.dilation as u32,
+            groups: spec.groups as u32,
+            t_out: t_out as u32,
+            t: t as u32,
+            tp: tp as u32,
+            has_bias: spec.b.is_some() as u32,
+            residual: residual.is_some() as u32,
+            time_major: time_major as u32,
+            elu: elu as u32,
+            replicate: spec.replicate as u32,
+            time_major_out: time_major_out as u32,
+            phases: phases as u32,
+            lanes: lanes as u32,
+            cols: cols as u32,
+            _pad: [0; 2],
+        };
+        let pb = self.params(spec.name, &p);
+        let b = spec.b.unwrap_or(&self.dummy).clone();
+        let res = residual.map(|r| r.buf.clone()).unwrap_or_else(|| self.dummy.clone());
+        let frame = self.frame.clone();
         let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
+        let label = spec.name.to_string();
         match kernel {
             ConvKernel::Tiled => {
                 let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
-                self.step(&CONV1D_TILED, spec.name.to_string(), &bufs, grid_for(tiles));
+                self.step(&CONV1D_TILED, label, &bufs, grid_for(tiles));
             }
-            ConvKernel::Lanes => {
-                let per_workgroup = 256 / p.lanes as usize;
-                self.step(&CONV1D_LANES, spec.name.to_string(), &bufs, grid_for(outputs.div_ceil(per_workgroup)));
-            }
+            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
+            ConvKernel::Rows => self.step(&CONV1D_ROWS, label, &bufs, grid_for(row_groups.div_ceil(256 / lanes))),
             // (Auto is resolved above)
-            ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, spec.name.to_string(), &bufs, grid_for(outputs)),
+            ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, label, &bufs, grid_for(outputs)),
         }
         Ok(y)
     }
