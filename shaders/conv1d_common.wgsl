@@ -103,3 +103,10 @@ fn carry_prefix(thread: u32, threads: u32, cur: u32) {
         prev[((1u - cur) * p.in_c + c) * p.tp + i] = staged(c, p.t + i, cur);
     }
 }
+
+// (channel, tap) of the reduction term m terms on from the one at cj, d = (m / k, m % k).
+// conv1d_lanes and conv1d_rows step their lanes' terms with it.
+fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
+    let t = cj.y + d.y;
+    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
+}

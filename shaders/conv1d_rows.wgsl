@@ -19,12 +19,6 @@ fn next_tap(cj: vec2<u32>) -> vec2<u32> {
     return select(vec2<u32>(cj.x, cj.y + 1u), vec2<u32>(cj.x + 1u, 0u), cj.y + 1u >= p.k);
 }
 
-// (channel, tap) of the term m terms on from cj, d = (m / k, m % k)
-fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
-    let t = cj.y + d.y;
-    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
-}
-
 // The staged input of term (channel cin + cj.x, tap cj.y) for each of the nc columns from
 // the one whose window starts at x0 (the others 0).
 fn column_inputs(cj: vec2<u32>, cin: u32, x0: u32, nc: u32, cur: u32) -> vec4<f32> {
