@@ -110,3 +110,18 @@ fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
     let t = cj.y + d.y;
     return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
 }
+
+// y[oc, t] = sum + the channel's bias (p.has_bias) + res[oc, t] (p.residual): the end of
+// an output whose reduction one thread holds (conv1d_reduce, conv1d_lanes, conv1d_rows;
+// conv1d_tiled starts its sums from the bias instead)
+fn store_output(oc: u32, t: u32, sum: f32) {
+    var v = sum;
+    if (p.has_bias == 1u) {
+        v += b[oc / max(p.phases, 1u)];
+    }
+    let yo = out_index(oc, t);
+    if (p.residual == 1u) {
+        v += res[yo];
+    }
+    y[yo] = v;
+}

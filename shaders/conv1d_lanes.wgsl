@@ -79,14 +79,6 @@ fn main(
         workgroupBarrier();
     }
     if (lane == 0u && valid) {
-        var v = red[lid];
-        if (p.has_bias == 1u) {
-            v += b[oc / max(p.phases, 1u)];
-        }
-        let yo = out_index(oc, t);
-        if (p.residual == 1u) {
-            v += res[yo];
-        }
-        y[yo] = v;
+        store_output(oc, t, red[lid]);
     }
 }

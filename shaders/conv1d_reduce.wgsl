@@ -59,14 +59,6 @@ fn main(
         workgroupBarrier();
     }
     if (lid == 0u) {
-        var v = red[0];
-        if (p.has_bias == 1u) {
-            v += b[oc / max(p.phases, 1u)];
-        }
-        let yo = out_index(oc, t);
-        if (p.residual == 1u) {
-            v += res[yo];
-        }
-        y[yo] = v;
+        store_output(oc, t, red[0]);
     }
 }

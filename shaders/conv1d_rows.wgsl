@@ -114,15 +114,7 @@ fn main(
     if (lane == 0u) {
         let sums = red[lid];
         for (var c = 0u; c < nc; c++) {
-            var v = sums[c];
-            if (p.has_bias == 1u) {
-                v += b[oc / max(p.phases, 1u)];
-            }
-            let yo = out_index(oc, t0 + c);
-            if (p.residual == 1u) {
-                v += res[yo];
-            }
-            y[yo] = v;
+            store_output(oc, t0 + c, sums[c]);
         }
     }
 }

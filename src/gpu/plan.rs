@@ -1201,12 +1201,15 @@ impl<'a> PlanBuilder<'a> {
             }
             kernel => kernel,
         };
-        // conv1d_rows: groups of `cols` columns of a channel
-        let cols = conv_rows_cols(t_out);
-        let row_groups = spec.out_c * t_out.div_ceil(cols);
-        let (lanes, cols) = match kernel {
-            ConvKernel::Rows => (conv_rows_lanes(row_groups, reduction), cols),
-            _ => (conv_reduce_lanes(outputs, reduction), 1),
+        // the lane kernels' groups of outputs (conv1d_rows: `cols` columns of a channel;
+        // conv1d_lanes: one output) and threads per group
+        let (groups, lanes, cols) = match kernel {
+            ConvKernel::Rows => {
+                let cols = conv_rows_cols(t_out);
+                let groups = spec.out_c * t_out.div_ceil(cols);
+                (groups, conv_rows_lanes(groups, reduction), cols)
+            }
+            _ => (outputs, conv_reduce_lanes(outputs, reduction), 1),
         };
         let p = Conv1dParams {
             in_c: spec.in_c as u32,
@@ -1240,8 +1243,8 @@ impl<'a> PlanBuilder<'a> {
                 let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
                 self.step(&CONV1D_TILED, label, &bufs, grid_for(tiles));
             }
-            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
-            ConvKernel::Rows => self.step(&CONV1D_ROWS, label, &bufs, grid_for(row_groups.div_ceil(256 / lanes))),
+            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(groups.div_ceil(256 / lanes))),
+            ConvKernel::Rows => self.step(&CONV1D_ROWS, label, &bufs, grid_for(groups.div_ceil(256 / lanes))),
             // (Auto is resolved above)
             ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, label, &bufs, grid_for(outputs)),
         }
