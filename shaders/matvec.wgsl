@@ -1,6 +1,7 @@
-// Bias-free linear layer over a few time rows: one workgroup of 256 threads per 4 output
-// elements, 64 lanes per output striding over the input dimension in 16-byte loads, every
-// time row of a group of 4 taken from one load of the weights, then a tree reduction.
+// Bias-free linear layer over a few time rows: one workgroup of 256 threads per 256 / p.lanes
+// output elements, p.lanes lanes per output (64, 128 or 256) striding over the input
+// dimension in 16-byte loads, every time row of a group of 4 taken from one load of the
+// weights, then a tree reduction.
 //
 //   w     : [n, k]    (torch.nn.Linear layout; also a 1x1 Conv1d's [n, k, 1])
 //   x     : [t, k]
@@ -29,7 +30,8 @@ struct Params {
     accumulate: u32,
     norm: u32,
     eps: f32,
-    _pad0: u32,
+    // lanes per output element: 64, 128 or 256
+    lanes: u32,
     _pad1: u32,
 }
 
@@ -41,8 +43,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read> ln_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> ln_b: array<vec4<f32>>;
 
-const LANES: u32 = 64u;
-const ROWS: u32 = 4u;
 
 // lanes' partial sums, one component per time row of the group of 4
 var<workgroup> red: array<vec4<f32>, 256>;
@@ -86,8 +86,9 @@ fn main(
     @builtin(local_invocation_id) lid3: vec3<u32>,
 ) {
     let lid = lid3.x;
-    let lane = lid % LANES;
-    let i = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let lanes = p.lanes;
+    let lane = lid % lanes;
+    let i = (wid.x + wid.y * nwg.x) * (256u / lanes) + lid / lanes;
     // Every thread takes part in the barriers; rows past n compute on row 0 and store nothing.
     let live = i < p.n;
     let wi = select(0u, i, live);
@@ -120,7 +121,7 @@ fn main(
         }
         var acc = vec4<f32>(0.0);
         let wo = wi * k4;
-        for (var j = lane; j < k4; j += LANES) {
+        for (var j = lane; j < k4; j += lanes) {
             let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
                 var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
@@ -133,7 +134,7 @@ fn main(
         }
         red[lid] = acc;
         workgroupBarrier();
-        for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+        for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
             if (lane < s) {
                 red[lid] += red[lid + s];
             }

@@ -299,8 +299,9 @@ mod oracles {
     /// `linear_layer_norm` gives bit for bit a `layer_norm` dispatch then a `linear` (the
     /// fused kernel sums in the LayerNorm kernel's order), and both the f64 oracle, at a
     /// width below one LayerNorm workgroup (96), one of two passes (512) and a tail (600),
-    /// on 2, 3 and 5 time rows (two groups of 4); a width or input offset off a multiple of
-    /// 4 is refused.
+    /// on 2, 3 and 5 time rows (two groups of 4), with 64, 128 and 256 lanes an output
+    /// (`PlanBuilder::set_matvec_lanes`); a width or input offset off a multiple of 4 is
+    /// refused, and so is a lane count the kernel does not take.
     #[test]
     fn layer_norm_fused_linear_equals_the_two_dispatches() {
         pollster::block_on(async {
@@ -308,7 +309,7 @@ mod oracles {
             let mut rng = Lcg(0x1a_4e_0f);
             let (n, eps) = (41usize, 1e-5f32);
             // (time rows, width): more than one group of 4 rows
-            for (t, k) in [(2usize, 96usize), (2, 512), (5, 600), (3, 100)] {
+            for (lanes, (t, k)) in [64usize, 128, 256].into_iter().flat_map(|l| [(2usize, 96usize), (2, 512), (5, 600), (3, 100)].map(|c| (l, c))) {
                 let xs: Vec<f32> = rng.vec(t * k).iter().map(|v| 3.0 * v + 0.5).collect();
                 let (lw, lb, w, scale) = (rng.vec(k), rng.vec(k), rng.vec(n * k), rng.vec(n));
                 let y0 = rng.vec(t * n);
@@ -317,6 +318,8 @@ mod oracles {
                 let (lwb, lbb, wb, sb) = (up(&lw), up(&lb), up(&w), up(&scale));
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                 let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+                assert!(b.set_matvec_lanes(100).is_err());
+                b.set_matvec_lanes(lanes).unwrap();
                 let h = b.tensor("h", &[t, k]).unwrap();
                 let outs: Vec<Tensor> = (0..4).map(|_| Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![t, n] }).collect();
                 b.layer_norm("norm", &x, &lwb, &lbb, eps, &h);
@@ -335,8 +338,8 @@ mod oracles {
                 for o in &outs {
                     got.push(ctx.read_f32(&o.buf, t * n).await.unwrap());
                 }
-                assert_eq!(got[2], got[0], "k {k}: fused and apart differ");
-                assert_eq!(got[3], got[1], "k {k}: fused and apart residual adds differ");
+                assert_eq!(got[2], got[0], "k {k}, {lanes} lanes: fused and apart differ");
+                assert_eq!(got[3], got[1], "k {k}, {lanes} lanes: fused and apart residual adds differ");
                 let mut want = vec![0f32; t * n];
                 for r in 0..t {
                     let row: Vec<f64> = xs[r * k..(r + 1) * k].iter().map(|v| *v as f64).collect();
@@ -349,7 +352,10 @@ mod oracles {
                     }
                 }
                 let e = rel_err(&got[2], &want);
-                assert!(e < 1e-5, "k {k}: relative error {e:e}");
+                assert!(e < 1e-5, "k {k}, {lanes} lanes: relative error {e:e}");
+                let added: Vec<f32> = (0..t * n).map(|i| y0[i] + scale[i % n] * want[i]).collect();
+                let e = rel_err(&got[3], &added);
+                assert!(e < 1e-5, "k {k}, {lanes} lanes: residual add, relative error {e:e}");
             }
         });
     }

@@ -182,7 +182,9 @@ pub(crate) struct MatvecParams {
     /// 1: the input row is LayerNormed on load (gain, bias bound beside it)
     pub norm: u32,
     pub eps: f32,
-    pub _pad: [u32; 2],
+    /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)
+    pub lanes: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]

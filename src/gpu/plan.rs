@@ -498,8 +498,28 @@ const CONV_TR_TILE: usize = 128;
 const UNUSED_OUTPUTS: usize = 10;
 /// Logits up to which [`PlanBuilder::sample`] draws with `sample_radix8.wgsl`.
 const SAMPLE_RADIX8_MAX: usize = 4096;
-/// Output elements per workgroup of `matvec` (`ROWS` in the shader).
-const MATVEC_ROWS: usize = 4;
+/// Lanes per output element of `matvec` unless `INFERENCELAYER_MATVEC_LANES` says otherwise
+/// ([`matvec_lanes_from_env`]): 4 outputs a workgroup of 256 threads.
+pub const MATVEC_LANES: usize = 64;
+/// Threads per workgroup of `matvec`.
+const WG_MATVEC: usize = 256;
+
+/// Lanes per output element of the f32 linears (`matvec`, Mimi's transformers):
+/// `INFERENCELAYER_MATVEC_LANES` = 64, 128 or 256 (4, 2 or 1 outputs a workgroup; unset or
+/// empty: [`MATVEC_LANES`]), for measurements; any other value is an [`Error::Input`]. On
+/// the web always [`MATVEC_LANES`].
+pub fn matvec_lanes_from_env() -> Result<usize> {
+    if cfg!(target_arch = "wasm32") {
+        return Ok(MATVEC_LANES);
+    }
+    match std::env::var("INFERENCELAYER_MATVEC_LANES").as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(MATVEC_LANES),
+        Ok(v) => match v.parse() {
+            Ok(l @ (64 | 128 | 256)) => Ok(l),
+            _ => Err(Error::Input(format!("INFERENCELAYER_MATVEC_LANES must be 64, 128 or 256, got {v:?}"))),
+        },
+    }
+}
 
 /// Threads per workgroup of `q8_matvec`.
 const WG_Q8: usize = 256;
@@ -871,6 +891,8 @@ pub struct PlanBuilder<'a> {
     /// Whether a short window's attention goes into out_proj ([`Self::attention_out_proj`])
     out_proj_fused: bool,
     conv: ConvKernel,
+    /// Lanes per output element of the f32 linears ([`matvec_lanes_from_env`])
+    matvec_lanes: usize,
     /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
     /// before it ([`Self::prefetch`]); 0: none
     prefetch_max: u64,
@@ -949,8 +971,8 @@ impl<'a> PlanBuilder<'a> {
     /// [`GpuInfo::packed_dot`](super::GpuInfo)), and its attention steps on
     /// [`AttentionKernel::from_env`], a short window's attention into its `out_proj` as
     /// [`out_proj_fused_from_env`] says (an [`Error::Input`] for a bad
-    /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION` or
-    /// `INFERENCELAYER_OUT_PROJ`).
+    /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION`,
+    /// `INFERENCELAYER_OUT_PROJ`, `INFERENCELAYER_CONV` or `INFERENCELAYER_MATVEC_LANES`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -970,6 +992,7 @@ impl<'a> PlanBuilder<'a> {
             attention: AttentionKernel::from_env()?,
             out_proj_fused: out_proj_fused_from_env()?,
             conv: ConvKernel::from_env()?,
+            matvec_lanes: matvec_lanes_from_env()?,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
         })
     }
@@ -1029,6 +1052,16 @@ impl<'a> PlanBuilder<'a> {
     /// until set).
     pub fn set_conv_kernel(&mut self, kernel: ConvKernel) {
         self.conv = kernel;
+    }
+
+    /// Run the f32 linears added from now on with `lanes` lanes per output element (64, 128
+    /// or 256; [`matvec_lanes_from_env`]'s until set). [`Error::Input`] for any other count.
+    pub fn set_matvec_lanes(&mut self, lanes: usize) -> Result<()> {
+        if !matches!(lanes, 64 | 128 | 256) {
+            return Err(Error::Input(format!("matvec lanes must be 64, 128 or 256, got {lanes}")));
+        }
+        self.matvec_lanes = lanes;
+        Ok(())
     }
 
     /// The context the plan is built on.
@@ -1382,6 +1415,7 @@ impl<'a> PlanBuilder<'a> {
             t: t as u32,
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
+            lanes: self.matvec_lanes as u32,
             ..Default::default()
         };
         let scale = match out {
@@ -1408,7 +1442,7 @@ impl<'a> PlanBuilder<'a> {
             None => (self.dummy.clone(), self.dummy.clone()),
         };
         let pb = self.params(label, &p);
-        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(MATVEC_ROWS)));
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / self.matvec_lanes)));
         Ok(())
     }
 
