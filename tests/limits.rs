@@ -302,10 +302,17 @@ fn moshi_7b_plan_under_webgpu_defaults_makes_the_buffers_the_check_lists() {
 
 /// `inferencelayer check`: Moshi 7B and Mimi under WebGPU's defaults fit (the tables in
 /// parts), as JSON too; under a 64 MiB binding the LM is refused with exit status 1 and the
-/// limit, the buffer and the bytes in the error line.
+/// limit, the buffer and the bytes in the error line; a limit of 0 bytes is refused before
+/// any device is made (the usage error's status 2).
 #[test]
 fn the_command_line_check_reports_what_fits_and_what_does_not() {
-    use common::cli::{run_err, run_ok};
+    use common::cli::{run, run_err, run_ok};
+    for flag in ["--max-storage-binding", "--max-buffer"] {
+        let out = run(&["check", flag, "0"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "check {flag} 0 should be refused: {stderr}");
+        assert!(stderr.contains(flag) && stderr.contains("0 is not in 1.."), "{stderr}");
+    }
     let out = run_ok(&["check", "--webgpu-defaults"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("split into 5 parts of whole rows: `emb`") && text.contains("split into 4 parts of whole rows: `text_emb.weight`"), "{text}");

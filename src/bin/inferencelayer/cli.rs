@@ -175,12 +175,12 @@ enum Command {
         /// Mimi configuration (JSON, Kyutai's `_mimi_config` keys); the released codec by default.
         #[arg(long)]
         mimi_config: Option<PathBuf>,
-        /// Emulate a smaller device: its maxStorageBufferBindingSize, in bytes (never above
-        /// the adapter's).
-        #[arg(long)]
+        /// Emulate a smaller device: its maxStorageBufferBindingSize, in bytes (at least 1; never
+        /// above the adapter's).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_storage_binding: Option<u64>,
-        /// Emulate a smaller device: its maxBufferSize, in bytes.
-        #[arg(long)]
+        /// Emulate a smaller device: its maxBufferSize, in bytes (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_buffer: Option<u64>,
         /// Check against WebGPU's default limits (128 MiB binding, 256 MiB buffer), what a
         /// browser gives a page that asks for nothing more.
