@@ -538,16 +538,7 @@ const CONV_TILED_WEIGHTS: usize = 2560;
 /// bindings and give the same result, summed in different orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvKernel {
-    /// By shape and adapter (the default). On a GPU, `conv1d_lanes` for deep, short layers
-    /// (at most 16384 outputs) and shapes past the tiled kernel's workgroup memory,
-    /// `conv1d_tiled` for the others (on an H200, `examples/conv_bench.rs`: Mimi's 30 convs
-    /// 1050 to 1180 us alone against 1216 with `conv1d_reduce` in its place, the stride-8
-    /// downsampling 43.0 against 62.8; the tiled kernel also for Mimi's stride-5
-    /// downsampling and stride-6 upsampling, whose reductions are 1280 and 1024 over 24576
-    /// outputs). On a CPU adapter (lavapipe, SwiftShader), `conv1d_reduce` for at most 16384
-    /// outputs of a reduction of at least 128 and the shapes past the tiled kernel, where
-    /// `conv1d_lanes`'s workgroups of 256 and their barriers made Mimi's frames on
-    /// SwiftShader slower.
+    /// By shape and adapter (the default): [`conv_kernel_auto`].
     Auto,
     /// `conv1d_tiled` (a workgroup per 16 output channels x 16 columns of one group, input
     /// window and weights staged in workgroup memory) at every shape that fits it; a conv
@@ -579,6 +570,41 @@ impl ConvKernel {
             Ok("rows") => Ok(Self::Rows),
             Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes, rows or tiled, got {v:?}"))),
         }
+    }
+}
+
+/// Most terms a `conv1d_tiled` workgroup's rows take, reduction times phases, in
+/// [`ConvKernel::Auto`]'s choice for a transposed conv as a conv
+/// ([`PlanBuilder::conv_transpose1d_as_conv`]).
+pub const CONV_TILED_PHASE_TERMS: usize = 4096;
+
+/// The kernel [`ConvKernel::Auto`] runs a streaming conv on, from the adapter (`cpu`),
+/// whether the conv fits `conv1d_tiled` (`fits`), its `outputs` (output channels times
+/// columns; phase rows times input columns for a transposed conv as a conv), its reduction
+/// (input channels per group times taps) and `phases` (the stride of a transposed conv as
+/// a conv, else 1).
+/// - On a GPU, `conv1d_lanes` for deep, short layers (at most 16384 outputs) and shapes
+///   past the tiled kernel; `conv1d_reduce` for a transposed conv as a conv whose reduction
+///   times phases is over [`CONV_TILED_PHASE_TERMS`] (Mimi's stride-6 upsampling, 1024 x 6
+///   over 24576 outputs: on an NVIDIA H100, each conv waiting for the one before as in a
+///   plan, `examples/conv_bench.rs`, 61.1 us on `conv1d_reduce` against 129.6 on
+///   `conv1d_tiled` and 144.3 on `conv1d_lanes`); `conv1d_tiled` for the others (Mimi's
+///   stride-5 and stride-4 upsampling 65.2 and 38.2 us against 229.7 and 298.9 on
+///   `conv1d_reduce`).
+/// - On a CPU adapter (lavapipe, SwiftShader), `conv1d_reduce` for at most 16384 outputs of
+///   a reduction of at least 128 and the shapes past the tiled kernel, where
+///   `conv1d_lanes`'s workgroups of 256 and their barriers made Mimi's frames on SwiftShader
+///   slower; `conv1d_tiled` for the others.
+pub fn conv_kernel_auto(cpu: bool, fits: bool, outputs: usize, reduction: usize, phases: usize) -> ConvKernel {
+    if cpu {
+        return if fits && !(outputs <= 16384 && reduction >= 128) { ConvKernel::Tiled } else { ConvKernel::Reduce };
+    }
+    if !fits || outputs <= 16384 {
+        ConvKernel::Lanes
+    } else if phases > 1 && reduction * phases > CONV_TILED_PHASE_TERMS {
+        ConvKernel::Reduce
+    } else {
+        ConvKernel::Tiled
     }
 }
 
@@ -1219,15 +1245,7 @@ impl<'a> PlanBuilder<'a> {
         let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
         let kernel = match self.conv {
-            ConvKernel::Auto if self.ctx.info.cpu => {
-                if fits && !(outputs <= 16384 && reduction >= 128) {
-                    ConvKernel::Tiled
-                } else {
-                    ConvKernel::Reduce
-                }
-            }
-            ConvKernel::Auto if fits && outputs > 16384 => ConvKernel::Tiled,
-            ConvKernel::Auto => ConvKernel::Lanes,
+            ConvKernel::Auto => conv_kernel_auto(self.ctx.info.cpu, fits, outputs, reduction, phases),
             ConvKernel::Rows if reduction % 4 != 0 => ConvKernel::Lanes,
             ConvKernel::Tiled if !fits => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
@@ -2235,7 +2253,34 @@ impl<'a> PlanBuilder<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::conv_reduce_lanes;
+    use super::{conv_kernel_auto, conv_reduce_lanes, ConvKernel};
+
+    /// The kernel `ConvKernel::Auto` gives Mimi's convs (outputs, reduction, phases), on a
+    /// GPU and on a CPU adapter; a conv past the tiled kernel takes the lanes (GPU) or reduce
+    /// (CPU) kernel.
+    #[test]
+    fn conv_kernel_auto_by_shape_and_adapter() {
+        use ConvKernel::{Lanes, Reduce, Tiled};
+        let cases = [
+            // the stride-6, -5 and -4 upsampling as convs into phases
+            ((1536 * 16, 512 * 2, 6), Reduce, Tiled),
+            ((640 * 96, 256 * 2, 5), Tiled, Tiled),
+            ((256 * 480, 128 * 2, 4), Tiled, Tiled),
+            // the stride-8 upsampling, and the stride-8 and stride-5 downsampling
+            ((4096 * 2, 1024 * 2, 8), Lanes, Reduce),
+            ((1024 * 2, 512 * 16, 1), Lanes, Reduce),
+            ((256 * 96, 128 * 10, 1), Tiled, Tiled),
+            // a residual block's pointwise conv at 1920 columns, the last conv
+            ((64 * 1920, 32, 1), Tiled, Tiled),
+            ((1920, 64 * 7, 1), Lanes, Reduce),
+        ];
+        for ((outputs, reduction, phases), gpu, cpu) in cases {
+            assert_eq!(conv_kernel_auto(false, true, outputs, reduction, phases), gpu, "GPU: {outputs} outputs of {reduction} terms, {phases} phases");
+            assert_eq!(conv_kernel_auto(true, true, outputs, reduction, phases), cpu, "CPU: {outputs} outputs of {reduction} terms, {phases} phases");
+        }
+        assert_eq!(conv_kernel_auto(false, false, 1 << 20, 64, 1), Lanes);
+        assert_eq!(conv_kernel_auto(true, false, 1 << 20, 64, 1), Reduce);
+    }
 
     /// The lanes `conv_reduce_lanes` gives Mimi's shapes and the kernel tests' cases
     /// (tests/kernels.rs): by the terms, by the outputs, clamped.
