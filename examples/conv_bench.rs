@@ -4,9 +4,7 @@
 //! side on each conv kernel:
 //! `tiled` (`conv1d_tiled`, a workgroup per 16 output channels x 16 columns), `reduce`
 //! (`conv1d_reduce`, a workgroup per output), `lanes` (`conv1d_lanes`, 16 to 256 threads per
-//! output), `rows` (`conv1d_rows`, 16 to 256 threads per channel and up to 4 columns, the
-//! weights as vec4s; `lanes` where the reduction is not a multiple of 4) and `auto` (the plan
-//! builder's choice by shape and adapter).
+//! output) and `auto` (the plan builder's choice by shape and adapter: `conv_kernel_auto`).
 //!
 //! Per shape and kernel it prints the workgroups of the dispatch, the GPU time of one
 //! dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and per dispatch
@@ -38,7 +36,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use crate::common::{self, diff, median, Lcg};
-    use inferencelayer::gpu::{conv_reduce_lanes, conv_rows_cols, conv_rows_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
+    use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
     use inferencelayer::{Error, Result};
 
@@ -103,16 +101,11 @@ mod native {
         Ok((1e3 * median(alone[1..].to_vec()), 1e3 * median(pass[1..].to_vec())))
     }
 
-    const KERNELS: [(&str, ConvKernel); 5] =
-        [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("rows", ConvKernel::Rows), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
+    const KERNELS: [(&str, ConvKernel); 4] = [("reduce", ConvKernel::Reduce), ("lanes", ConvKernel::Lanes), ("tiled", ConvKernel::Tiled), ("auto", ConvKernel::Auto)];
 
-    /// Workgroups of `conv1d_lanes`, or of `conv1d_rows` where the reduction of `n` terms is a
-    /// multiple of 4 and `rows`, for `out_c` channels of `t_out` columns.
-    fn lanes_workgroups(out_c: usize, t_out: usize, n: usize, rows: bool) -> String {
-        if rows && n % 4 == 0 {
-            let groups = out_c * t_out.div_ceil(conv_rows_cols(t_out));
-            return groups.div_ceil(256 / conv_rows_lanes(groups, n)).to_string();
-        }
+    /// Workgroups of `conv1d_lanes` for `out_c` channels of `t_out` columns of a reduction of
+    /// `n` terms.
+    fn lanes_workgroups(out_c: usize, t_out: usize, n: usize) -> String {
         (out_c * t_out).div_ceil(256 / conv_reduce_lanes(out_c * t_out, n)).to_string()
     }
 
@@ -153,7 +146,7 @@ mod native {
                 let d = diff(&mut reference, ctx.read_f32(&outs[copies - 1].buf, out_c * t_out).await?);
                 let groups = match kernel {
                     ConvKernel::Reduce => (out_c * t_out).to_string(),
-                    ConvKernel::Lanes | ConvKernel::Rows => lanes_workgroups(out_c, t_out, in_c * k, kernel == ConvKernel::Rows),
+                    ConvKernel::Lanes => lanes_workgroups(out_c, t_out, in_c * k),
                     ConvKernel::Tiled => (out_c.div_ceil(16) * t_out.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };
@@ -181,7 +174,7 @@ mod native {
                 let (oc, og) = (out_c * stride, out_c * stride / groups);
                 let wg = match kernel {
                     ConvKernel::Reduce => (oc * t_in).to_string(),
-                    ConvKernel::Lanes | ConvKernel::Rows => lanes_workgroups(oc, t_in, (in_c / groups) * 2, kernel == ConvKernel::Rows),
+                    ConvKernel::Lanes => lanes_workgroups(oc, t_in, (in_c / groups) * 2),
                     ConvKernel::Tiled => (groups * og.div_ceil(16) * t_in.div_ceil(16)).to_string(),
                     ConvKernel::Auto => "-".to_string(),
                 };

@@ -3,8 +3,7 @@
 // prepends frame.wgsl and this file to conv1d_tiled.wgsl, conv1d_reduce.wgsl and
 // conv1d_lanes.wgsl (src/gpu/kernels.rs), which differ only in how they share out the sums.
 //
-//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout; binding 0, declared by each
-//                                      kernel: f32, or vec4 of f32 in conv1d_rows.wgsl)
+//   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
 //   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
 //                                      channel's)
 //   x    : [in_c, t] channel-major, or [t, in_c] when p.time_major == 1
@@ -38,15 +37,14 @@ struct Params {
     replicate: u32,
     time_major_out: u32,
     phases: u32,
-    // threads per output (conv1d_lanes) or per group of outputs (conv1d_rows); the others
-    // ignore it
+    // threads per output (conv1d_lanes; the others ignore it)
     lanes: u32,
-    // conv1d_rows's output columns per group (the others ignore it)
-    cols: u32,
+    _pad0: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
+@group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> prev: array<f32>;
@@ -105,15 +103,15 @@ fn carry_prefix(thread: u32, threads: u32, cur: u32) {
 }
 
 // (channel, tap) of the reduction term m terms on from the one at cj, d = (m / k, m % k).
-// conv1d_lanes and conv1d_rows step their lanes' terms with it.
+// conv1d_lanes steps its lanes' terms with it.
 fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
     let t = cj.y + d.y;
     return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
 }
 
 // y[oc, t] = sum + the channel's bias (p.has_bias) + res[oc, t] (p.residual): the end of
-// an output whose reduction one thread holds (conv1d_reduce, conv1d_lanes, conv1d_rows;
-// conv1d_tiled starts its sums from the bias instead)
+// an output whose reduction one thread holds (conv1d_reduce, conv1d_lanes; conv1d_tiled
+// starts its sums from the bias instead)
 fn store_output(oc: u32, t: u32, sum: f32) {
     var v = sum;
     if (p.has_bias == 1u) {

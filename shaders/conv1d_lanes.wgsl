@@ -11,7 +11,6 @@
 // which the kernel table prepends.
 
 const WG: u32 = 256u;
-@group(0) @binding(0) var<storage, read> w: array<f32>;
 var<workgroup> red: array<f32, 256>;
 
 // Term e of the output's reduction: weight e of its row times input (channel cin + cj.x,

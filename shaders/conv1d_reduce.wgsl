@@ -8,7 +8,6 @@
 // Parameters, bindings, the staged input, its carry and out_index: conv1d_common.wgsl,
 // which the kernel table prepends.
 
-@group(0) @binding(0) var<storage, read> w: array<f32>;
 var<workgroup> red: array<f32, 64>;
 
 @compute @workgroup_size(64)

@@ -30,7 +30,6 @@ const XS: u32 = 1280u;
 // workgroup floats for one chunk's weights [TO, channels * k (odd stride)]
 const WS: u32 = 2560u;
 
-@group(0) @binding(0) var<storage, read> w: array<f32>;
 var<workgroup> xs: array<f32, XS>;
 var<workgroup> ws: array<f32, WS>;
 

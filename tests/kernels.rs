@@ -183,7 +183,7 @@ mod oracles {
                     replicate,
                 };
                 let t_out = t / stride;
-                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes, ConvKernel::Rows] {
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes] {
                     let x = Tensor { buf: ctx.zeros("x", in_c * t).unwrap(), shape: if time_major { vec![t, in_c] } else { vec![in_c, t] } };
                     let res = Tensor { buf: ctx.zeros("res", out_c * t_out).unwrap(), shape: if time_major_out { vec![t_out, out_c] } else { vec![out_c, t_out] } };
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
@@ -268,7 +268,7 @@ mod oracles {
                     groups,
                 };
                 let ts = t_in * stride;
-                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes, ConvKernel::Rows] {
+                for kernel in [ConvKernel::Auto, ConvKernel::Tiled, ConvKernel::Reduce, ConvKernel::Lanes] {
                     let x = Tensor { buf: ctx.zeros("x", in_c * t_in).unwrap(), shape: vec![in_c, t_in] };
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                     let mut b = PlanBuilder::new(&ctx, &frame).unwrap();

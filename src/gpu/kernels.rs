@@ -52,7 +52,6 @@ macro_rules! kernel {
 kernel!(CONV1D_TILED, "conv1d_tiled" = ["frame", "conv1d_common", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["frame", "conv1d_common", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV1D_LANES, "conv1d_lanes" = ["frame", "conv1d_common", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_ROWS, "conv1d_rows" = ["frame", "conv1d_common", "conv1d_rows"], [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
@@ -83,7 +82,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV1D_ROWS, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PARTIALS, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
@@ -126,12 +125,9 @@ pub(crate) struct Conv1dParams {
     /// P > 1: the output is P phases interleaved in time (`out_index` in the shaders)
     pub phases: u32,
     /// `conv1d_lanes`: threads per output (16 to 256, a power of two; 256 / lanes outputs
-    /// per workgroup); `conv1d_rows`: threads per group of `cols` outputs of a channel; the
-    /// other conv kernels ignore it
+    /// per workgroup); the other conv kernels ignore it
     pub lanes: u32,
-    /// `conv1d_rows`: output columns per group (1 to 4); the others ignore it
-    pub cols: u32,
-    pub _pad: [u32; 2],
+    pub _pad: [u32; 3],
 }
 
 #[repr(C)]

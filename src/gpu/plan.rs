@@ -550,15 +550,11 @@ pub enum ConvKernel {
     /// `conv1d_lanes` (16 to 256 threads per output over the reduction, by its reduction and
     /// output count: [`conv_reduce_lanes`]) at every shape.
     Lanes,
-    /// `conv1d_rows` (16 to 256 threads per output channel and up to 4 columns, the weight
-    /// row read as vec4s once for the columns: [`conv_rows_lanes`]) where the reduction is a
-    /// multiple of 4, `conv1d_lanes` at the other shapes.
-    Rows,
 }
 
 impl ConvKernel {
     /// The kernel `INFERENCELAYER_CONV` names for every streaming conv of a plan: `auto`,
-    /// `reduce`, `lanes`, `rows` or `tiled` (unset or empty, and on the web: [`Self::Auto`]), so that
+    /// `reduce`, `lanes` or `tiled` (unset or empty, and on the web: [`Self::Auto`]), so that
     /// one build can compare them in Mimi's plans (`tiled` fails the plans with a conv it does
     /// not fit). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
@@ -567,8 +563,7 @@ impl ConvKernel {
             Ok("reduce") => Ok(Self::Reduce),
             Ok("lanes") => Ok(Self::Lanes),
             Ok("tiled") => Ok(Self::Tiled),
-            Ok("rows") => Ok(Self::Rows),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes, rows or tiled, got {v:?}"))),
+            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV must be auto, reduce, lanes or tiled, got {v:?}"))),
         }
     }
 }
@@ -619,22 +614,6 @@ pub fn conv_reduce_lanes(outputs: usize, n: usize) -> usize {
     let by_threads = (65536 / outputs.max(1)).next_power_of_two().clamp(16, 256);
     let lanes = by_terms.max(by_threads);
     1 << (usize::BITS - 1 - lanes.leading_zeros())
-}
-
-/// `conv1d_rows`'s output columns per group for a conv of `t_out` output columns: all of
-/// them up to 4 (a weight vec4 applied to a vec4 of columns), 4 beyond.
-pub fn conv_rows_cols(t_out: usize) -> usize {
-    t_out.clamp(1, 4)
-}
-
-/// Threads per group of outputs of `conv1d_rows` for `groups` groups (output channels times
-/// blocks of [`conv_rows_cols`] columns) of a reduction of `n` terms: about 32 terms each
-/// (eight vec4 loads in flight, one round), at least 65536 threads in all while 256 a group
-/// allows, a power of two from 16 to 256. Mimi's deepest downsampling conv (1024 channels of
-/// 2 columns, 512 x 16 terms) gets 256, its stride-8 upsampling as a conv (4096 phase
-/// channels of 2 columns, 1024 x 2 terms) 64.
-pub fn conv_rows_lanes(groups: usize, n: usize) -> usize {
-    conv_reduce_lanes(groups, n / 2)
 }
 
 /// How many lanes per row group the Q8_0 linears of a [`PlanBuilder`] give `q8_matvec`
@@ -1246,22 +1225,13 @@ impl<'a> PlanBuilder<'a> {
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
         let kernel = match self.conv {
             ConvKernel::Auto => conv_kernel_auto(self.ctx.info.cpu, fits, outputs, reduction, phases),
-            ConvKernel::Rows if reduction % 4 != 0 => ConvKernel::Lanes,
             ConvKernel::Tiled if !fits => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
             }
             kernel => kernel,
         };
-        // the lane kernels' groups of outputs (conv1d_rows: `cols` columns of a channel;
-        // conv1d_lanes: one output) and threads per group
-        let (groups, lanes, cols) = match kernel {
-            ConvKernel::Rows => {
-                let cols = conv_rows_cols(t_out);
-                let groups = spec.out_c * t_out.div_ceil(cols);
-                (groups, conv_rows_lanes(groups, reduction), cols)
-            }
-            _ => (outputs, conv_reduce_lanes(outputs, reduction), 1),
-        };
+        // conv1d_lanes's threads per output
+        let lanes = conv_reduce_lanes(outputs, reduction);
         let p = Conv1dParams {
             in_c: spec.in_c as u32,
             out_c: spec.out_c as u32,
@@ -1280,8 +1250,7 @@ impl<'a> PlanBuilder<'a> {
             time_major_out: time_major_out as u32,
             phases: phases as u32,
             lanes: lanes as u32,
-            cols: cols as u32,
-            _pad: [0; 2],
+            _pad: [0; 3],
         };
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
@@ -1294,8 +1263,7 @@ impl<'a> PlanBuilder<'a> {
                 let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
                 self.step(&CONV1D_TILED, label, &bufs, grid_for(tiles));
             }
-            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(groups.div_ceil(256 / lanes))),
-            ConvKernel::Rows => self.step(&CONV1D_ROWS, label, &bufs, grid_for(groups.div_ceil(256 / lanes))),
+            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
             // (Auto is resolved above)
             ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, label, &bufs, grid_for(outputs)),
         }
