@@ -318,8 +318,8 @@ mod oracles {
                 let (lwb, lbb, wb, sb) = (up(&lw), up(&lb), up(&w), up(&scale));
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                 let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                assert!(b.set_matvec_lanes(100).is_err());
-                b.set_matvec_lanes(lanes).unwrap();
+                assert!(b.set_matvec_lanes(Some(100)).is_err());
+                b.set_matvec_lanes(Some(lanes)).unwrap();
                 let h = b.tensor("h", &[t, k]).unwrap();
                 let outs: Vec<Tensor> = (0..4).map(|_| Tensor { buf: ctx.storage_f32("y", &y0).unwrap(), shape: vec![t, n] }).collect();
                 b.layer_norm("norm", &x, &lwb, &lbb, eps, &h);

@@ -498,25 +498,39 @@ const CONV_TR_TILE: usize = 128;
 const UNUSED_OUTPUTS: usize = 10;
 /// Logits up to which [`PlanBuilder::sample`] draws with `sample_radix8.wgsl`.
 const SAMPLE_RADIX8_MAX: usize = 4096;
-/// Lanes per output element of `matvec` unless `INFERENCELAYER_MATVEC_LANES` says otherwise
-/// ([`matvec_lanes_from_env`]): 4 outputs a workgroup of 256 threads.
-pub const MATVEC_LANES: usize = 64;
 /// Threads per workgroup of `matvec`.
 const WG_MATVEC: usize = 256;
 
-/// Lanes per output element of the f32 linears (`matvec`, Mimi's transformers):
-/// `INFERENCELAYER_MATVEC_LANES` = 64, 128 or 256 (4, 2 or 1 outputs a workgroup; unset or
-/// empty: [`MATVEC_LANES`]), for measurements; any other value is an [`Error::Input`]. On
-/// the web always [`MATVEC_LANES`].
-pub fn matvec_lanes_from_env() -> Result<usize> {
+/// Lanes per output element of an f32 linear (`matvec`: Mimi's transformers and its
+/// quantizer's input projection) `[n, k]`, on a CPU adapter (`cpu`) or not, its input
+/// LayerNormed as it is read (`norm`) or not: 64 (4 outputs a workgroup of 256) on a CPU
+/// adapter and where the kernel takes the LayerNorm (every workgroup takes the statistics
+/// of the whole input rows, so more workgroups cost more); else one vec4 of each weight row
+/// a lane, `k / 4` lanes from 64 to 256 (1 output a workgroup). On an NVIDIA H100
+/// (2026-12-06, `examples/mimi_steps.rs`, a layer's dispatch profiled apart, the median of
+/// Mimi's 16 layers) at 64, 128 and 256 lanes: `linear2` (k 2048) 13.0, 10.2 and 9.4 us,
+/// `out_proj` (k 512) 8.5, 7.7 and 7.8; `norm1+in_proj` 11.5, 15.6 and 20.0,
+/// `norm2+linear1` 11.8, 16.4 and 24.2.
+pub fn matvec_lanes_auto(cpu: bool, k: usize, norm: bool) -> usize {
+    if cpu || norm {
+        return 64;
+    }
+    (k / 4).next_power_of_two().clamp(64, 256)
+}
+
+/// Lanes per output element of the f32 linears: `INFERENCELAYER_MATVEC_LANES` = 64, 128 or
+/// 256 at every shape (4, 2 or 1 outputs a workgroup), for measurements; unset, empty or
+/// `auto`, and on the web, `None`: [`matvec_lanes_auto`]'s by shape. Any other value is an
+/// [`Error::Input`].
+pub fn matvec_lanes_from_env() -> Result<Option<usize>> {
     if cfg!(target_arch = "wasm32") {
-        return Ok(MATVEC_LANES);
+        return Ok(None);
     }
     match std::env::var("INFERENCELAYER_MATVEC_LANES").as_deref().map(str::trim) {
-        Err(_) | Ok("") => Ok(MATVEC_LANES),
+        Err(_) | Ok("") | Ok("auto") => Ok(None),
         Ok(v) => match v.parse() {
-            Ok(l @ (64 | 128 | 256)) => Ok(l),
-            _ => Err(Error::Input(format!("INFERENCELAYER_MATVEC_LANES must be 64, 128 or 256, got {v:?}"))),
+            Ok(l @ (64 | 128 | 256)) => Ok(Some(l)),
+            _ => Err(Error::Input(format!("INFERENCELAYER_MATVEC_LANES must be auto, 64, 128 or 256, got {v:?}"))),
         },
     }
 }
@@ -568,38 +582,31 @@ impl ConvKernel {
     }
 }
 
-/// Most terms a `conv1d_tiled` workgroup's rows take, reduction times phases, in
-/// [`ConvKernel::Auto`]'s choice for a transposed conv as a conv
-/// ([`PlanBuilder::conv_transpose1d_as_conv`]).
-pub const CONV_TILED_PHASE_TERMS: usize = 4096;
-
 /// The kernel [`ConvKernel::Auto`] runs a streaming conv on, from the adapter (`cpu`),
 /// whether the conv fits `conv1d_tiled` (`fits`), its `outputs` (output channels times
-/// columns; phase rows times input columns for a transposed conv as a conv), its reduction
-/// (input channels per group times taps) and `phases` (the stride of a transposed conv as
-/// a conv, else 1).
+/// columns; phase rows times input columns for a transposed conv as a conv) and its
+/// reduction (input channels per group times taps).
 /// - On a GPU, `conv1d_lanes` for deep, short layers (at most 16384 outputs) and shapes
-///   past the tiled kernel; `conv1d_reduce` for a transposed conv as a conv whose reduction
-///   times phases is over [`CONV_TILED_PHASE_TERMS`] (Mimi's stride-6 upsampling, 1024 x 6
-///   over 24576 outputs: on an NVIDIA H100, each conv waiting for the one before as in a
-///   plan, `examples/conv_bench.rs`, 61.1 us on `conv1d_reduce` against 129.6 on
-///   `conv1d_tiled` and 144.3 on `conv1d_lanes`); `conv1d_tiled` for the others (Mimi's
-///   stride-5 and stride-4 upsampling 65.2 and 38.2 us against 229.7 and 298.9 on
-///   `conv1d_reduce`).
+///   past the tiled kernel, `conv1d_tiled` for the others (on an H200,
+///   `examples/conv_bench.rs`: Mimi's 30 convs 1050 to 1180 us alone against 1216 with
+///   `conv1d_reduce` in its place, the stride-8 downsampling 43.0 against 62.8). The tiled
+///   kernel also for Mimi's stride-6 upsampling (1024 terms over 24576 outputs as a conv
+///   into phases), though `conv_bench` timed it at 61.1 us on `conv1d_reduce` against 129.6
+///   tiled (an NVIDIA H100, 2026-12-06, each conv waiting for the one before): in Mimi's
+///   decode plan, on the same H100 in the same hour, `conv1d_reduce` there made the decode
+///   slower, 0.857 to 0.859 ms at the p50 against 0.847 to 0.848 in three runs alternating.
 /// - On a CPU adapter (lavapipe, SwiftShader), `conv1d_reduce` for at most 16384 outputs of
 ///   a reduction of at least 128 and the shapes past the tiled kernel, where
 ///   `conv1d_lanes`'s workgroups of 256 and their barriers made Mimi's frames on SwiftShader
 ///   slower; `conv1d_tiled` for the others.
-pub fn conv_kernel_auto(cpu: bool, fits: bool, outputs: usize, reduction: usize, phases: usize) -> ConvKernel {
+pub fn conv_kernel_auto(cpu: bool, fits: bool, outputs: usize, reduction: usize) -> ConvKernel {
     if cpu {
         return if fits && !(outputs <= 16384 && reduction >= 128) { ConvKernel::Tiled } else { ConvKernel::Reduce };
     }
-    if !fits || outputs <= 16384 {
-        ConvKernel::Lanes
-    } else if phases > 1 && reduction * phases > CONV_TILED_PHASE_TERMS {
-        ConvKernel::Reduce
-    } else {
+    if fits && outputs > 16384 {
         ConvKernel::Tiled
+    } else {
+        ConvKernel::Lanes
     }
 }
 
@@ -896,8 +903,9 @@ pub struct PlanBuilder<'a> {
     /// Whether a short window's attention goes into out_proj ([`Self::attention_out_proj`])
     out_proj_fused: bool,
     conv: ConvKernel,
-    /// Lanes per output element of the f32 linears ([`matvec_lanes_from_env`])
-    matvec_lanes: usize,
+    /// Lanes per output element of the f32 linears at every shape, or by shape
+    /// ([`matvec_lanes_auto`]) where `None` ([`matvec_lanes_from_env`])
+    matvec_lanes: Option<usize>,
     /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
     /// before it ([`Self::prefetch`]); 0: none
     prefetch_max: u64,
@@ -1060,10 +1068,11 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// Run the f32 linears added from now on with `lanes` lanes per output element (64, 128
-    /// or 256; [`matvec_lanes_from_env`]'s until set). [`Error::Input`] for any other count.
-    pub fn set_matvec_lanes(&mut self, lanes: usize) -> Result<()> {
-        if !matches!(lanes, 64 | 128 | 256) {
-            return Err(Error::Input(format!("matvec lanes must be 64, 128 or 256, got {lanes}")));
+    /// or 256), or by shape where `None` ([`matvec_lanes_auto`]; [`matvec_lanes_from_env`]'s
+    /// until set). [`Error::Input`] for any other count.
+    pub fn set_matvec_lanes(&mut self, lanes: Option<usize>) -> Result<()> {
+        if !matches!(lanes, None | Some(64 | 128 | 256)) {
+            return Err(Error::Input(format!("matvec lanes must be 64, 128 or 256, got {lanes:?}")));
         }
         self.matvec_lanes = lanes;
         Ok(())
@@ -1224,7 +1233,7 @@ impl<'a> PlanBuilder<'a> {
         let window = (tt - 1) * spec.stride + (spec.k - 1) * spec.dilation + 1;
         let fits = window <= CONV_TILED_WINDOW && spec.k < CONV_TILED_WEIGHTS / to;
         let kernel = match self.conv {
-            ConvKernel::Auto => conv_kernel_auto(self.ctx.info.cpu, fits, outputs, reduction, phases),
+            ConvKernel::Auto => conv_kernel_auto(self.ctx.info.cpu, fits, outputs, reduction),
             ConvKernel::Tiled if !fits => {
                 return Err(Error::config(spec.name, format!("a kernel of {} taps, stride {}, dilation {} does not fit conv1d_tiled", spec.k, spec.stride, spec.dilation)));
             }
@@ -1401,7 +1410,6 @@ impl<'a> PlanBuilder<'a> {
             t: t as u32,
             x_offset: x_offset as u32,
             y_offset: y_offset as u32,
-            lanes: self.matvec_lanes as u32,
             ..Default::default()
         };
         let scale = match out {
@@ -1427,8 +1435,10 @@ impl<'a> PlanBuilder<'a> {
             }
             None => (self.dummy.clone(), self.dummy.clone()),
         };
+        let lanes = self.matvec_lanes.unwrap_or_else(|| matvec_lanes_auto(self.ctx.info.cpu, k, p.norm == 1));
+        p.lanes = lanes as u32;
         let pb = self.params(label, &p);
-        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / self.matvec_lanes)));
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / lanes)));
         Ok(())
     }
 
@@ -2221,33 +2231,43 @@ impl<'a> PlanBuilder<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{conv_kernel_auto, conv_reduce_lanes, ConvKernel};
+    use super::{conv_kernel_auto, conv_reduce_lanes, matvec_lanes_auto, ConvKernel};
 
-    /// The kernel `ConvKernel::Auto` gives Mimi's convs (outputs, reduction, phases), on a
-    /// GPU and on a CPU adapter; a conv past the tiled kernel takes the lanes (GPU) or reduce
-    /// (CPU) kernel.
+    /// The lanes `matvec_lanes_auto` gives Mimi's f32 linears: `linear2` (k 2048) 256,
+    /// `out_proj` and the quantizer's input projection (k 512) 128, the LayerNorm-fused ones
+    /// and every one on a CPU adapter 64; a short row no fewer than 64.
+    #[test]
+    fn matvec_lanes_by_shape_and_adapter() {
+        for ((cpu, k, norm), lanes) in [((false, 2048, false), 256), ((false, 512, false), 128), ((false, 8192, false), 256), ((false, 512, true), 64), ((false, 2048, true), 64), ((true, 2048, false), 64), ((false, 96, false), 64), ((false, 600, false), 256)] {
+            assert_eq!(matvec_lanes_auto(cpu, k, norm), lanes, "cpu {cpu}, k {k}, norm {norm}");
+        }
+    }
+
+    /// The kernel `ConvKernel::Auto` gives Mimi's convs (outputs, reduction), on a GPU and on
+    /// a CPU adapter; a conv past the tiled kernel takes the lanes (GPU) or reduce (CPU)
+    /// kernel.
     #[test]
     fn conv_kernel_auto_by_shape_and_adapter() {
         use ConvKernel::{Lanes, Reduce, Tiled};
         let cases = [
             // the stride-6, -5 and -4 upsampling as convs into phases
-            ((1536 * 16, 512 * 2, 6), Reduce, Tiled),
-            ((640 * 96, 256 * 2, 5), Tiled, Tiled),
-            ((256 * 480, 128 * 2, 4), Tiled, Tiled),
+            ((1536 * 16, 512 * 2), Tiled, Tiled),
+            ((640 * 96, 256 * 2), Tiled, Tiled),
+            ((256 * 480, 128 * 2), Tiled, Tiled),
             // the stride-8 upsampling, and the stride-8 and stride-5 downsampling
-            ((4096 * 2, 1024 * 2, 8), Lanes, Reduce),
-            ((1024 * 2, 512 * 16, 1), Lanes, Reduce),
-            ((256 * 96, 128 * 10, 1), Tiled, Tiled),
+            ((4096 * 2, 1024 * 2), Lanes, Reduce),
+            ((1024 * 2, 512 * 16), Lanes, Reduce),
+            ((256 * 96, 128 * 10), Tiled, Tiled),
             // a residual block's pointwise conv at 1920 columns, the last conv
-            ((64 * 1920, 32, 1), Tiled, Tiled),
-            ((1920, 64 * 7, 1), Lanes, Reduce),
+            ((64 * 1920, 32), Tiled, Tiled),
+            ((1920, 64 * 7), Lanes, Reduce),
         ];
-        for ((outputs, reduction, phases), gpu, cpu) in cases {
-            assert_eq!(conv_kernel_auto(false, true, outputs, reduction, phases), gpu, "GPU: {outputs} outputs of {reduction} terms, {phases} phases");
-            assert_eq!(conv_kernel_auto(true, true, outputs, reduction, phases), cpu, "CPU: {outputs} outputs of {reduction} terms, {phases} phases");
+        for ((outputs, reduction), gpu, cpu) in cases {
+            assert_eq!(conv_kernel_auto(false, true, outputs, reduction), gpu, "GPU: {outputs} outputs of {reduction} terms");
+            assert_eq!(conv_kernel_auto(true, true, outputs, reduction), cpu, "CPU: {outputs} outputs of {reduction} terms");
         }
-        assert_eq!(conv_kernel_auto(false, false, 1 << 20, 64, 1), Lanes);
-        assert_eq!(conv_kernel_auto(true, false, 1 << 20, 64, 1), Reduce);
+        assert_eq!(conv_kernel_auto(false, false, 1 << 20, 64), Lanes);
+        assert_eq!(conv_kernel_auto(true, false, 1 << 20, 64), Reduce);
     }
 
     /// The lanes `conv_reduce_lanes` gives Mimi's shapes and the kernel tests' cases
