@@ -102,13 +102,6 @@ fn carry_prefix(thread: u32, threads: u32, cur: u32) {
     }
 }
 
-// (channel, tap) of the reduction term m terms on from the one at cj, d = (m / k, m % k).
-// conv1d_lanes steps its lanes' terms with it.
-fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
-    let t = cj.y + d.y;
-    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
-}
-
 // y[oc, t] = sum + the channel's bias (p.has_bias) + res[oc, t] (p.residual): the end of
 // an output whose reduction one thread holds (conv1d_reduce, conv1d_lanes; conv1d_tiled
 // starts its sums from the bias instead)

@@ -19,6 +19,12 @@ fn term(wo: u32, e: u32, cj: vec2<u32>, cin: u32, x0: u32, cur: u32) -> f32 {
     return w[wo + e] * staged(cin + cj.x, x0 + cj.y * p.dilation, cur);
 }
 
+// (channel, tap) of term e + lanes from that of e, d = (lanes / k, lanes % k)
+fn advance(cj: vec2<u32>, d: vec2<u32>) -> vec2<u32> {
+    let t = cj.y + d.y;
+    return select(vec2<u32>(cj.x + d.x, t), vec2<u32>(cj.x + d.x + 1u, t - p.k), t >= p.k);
+}
+
 @compute @workgroup_size(256)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,

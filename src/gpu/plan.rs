@@ -1369,8 +1369,10 @@ impl<'a> PlanBuilder<'a> {
     /// [`Self::linear`] of the LayerNorm of each row of `x` `[t, k]` (gain `ln_w`, bias
     /// `ln_b` `[k]`, `eps`; torch.nn.LayerNorm), one dispatch: each workgroup takes the
     /// statistics of every row with [`Self::layer_norm`]'s summation order and normalizes
-    /// the rows as it reads them, so the result is that of a `layer_norm` then a `linear`.
-    /// Writes `y` `[t, n]` as `out` says.
+    /// the rows as it reads them, so the result is that of a `layer_norm` then a `linear` at
+    /// the same lanes ([`Self::set_matvec_lanes`]; by shape, [`matvec_lanes_auto`] may give a
+    /// GPU's `linear` more lanes, which sum the dot products in another order). Writes `y`
+    /// `[t, n]` as `out` says.
     #[allow(clippy::too_many_arguments)]
     pub fn linear_layer_norm(
         &mut self,
