@@ -1,8 +1,9 @@
 //! The streaming attention step of one new position (`PlanBuilder::rope_attention_at`,
 //! rotary embedding, KV push and attention fused) side by side for each kernel choice at
 //! Moshi 7B's shapes (`LmConfig::default()`): the temporal transformer (32 heads of 128,
-//! 3000 slots, RoPE) with 16, 200, 1000 and 3000 positions in the window, the depformer (16
-//! heads of 64, 8 slots) with 1 and 8. Kernels: `fused` (`rope_attention`, one workgroup per
+//! 3000 slots, RoPE) with 16, 200, 1000 and 3000 positions in the window, the same with f16
+//! keys and values in the rings as the plans hold them (`tempf16`: the split kernels only)
+//! with 200, 1000 and 3000, the depformer (16 heads of 64, 8 slots) with 1 and 8. Kernels: `fused` (`rope_attention`, one workgroup per
 //! head: `INFERENCELAYER_ATTENTION=fused`), `auto` (the default: `rope_attention_small` for
 //! the depformer, `rope_attention_split` + `attention_combine` for the temporal transformer),
 //! and `rope_attention_split` with other bounds on the positions per workgroup (`chunk/least`:
@@ -75,14 +76,23 @@ mod native {
         }
         let c = LmConfig::default();
         let temporal = TransformerSpec { dim: c.dim, heads: c.num_heads, context: c.context, max_period: c.max_period, rope: true, kv_half: false };
+        // the temporal transformer as the plans run it: f16 keys and values in the rings
+        let temporal_f16 = TransformerSpec { kv_half: true, ..temporal };
         let depformer = TransformerSpec { dim: c.depformer_dim, heads: c.depformer_num_heads, context: c.depformer_context, max_period: c.depformer_max_period, rope: false, kv_half: false };
         let split = |(chunk, least)| (format!("{chunk}/{least}"), AttentionKernel::Split { chunk, least });
         let base = || vec![("fused".to_string(), AttentionKernel::Fused), ("auto".to_string(), AttentionKernel::Auto)];
         let mut temporal_kernels = base();
         temporal_kernels.extend([(64, 64), (16, 16), (32, 16), (32, 32), (128, 16), (128, 128), (256, 32)].map(split));
+        let f16_kernels: Vec<_> = std::iter::once(("auto".to_string(), AttentionKernel::Auto))
+            .chain([(32, 32), (64, 32), (96, 32), (128, 32), (256, 32)].map(split))
+            .collect();
         let mut depformer_kernels = base();
         depformer_kernels.extend([(8, 8), (2, 2)].map(split));
-        let shapes = [("temporal", temporal, vec![16usize, 200, 1000, 3000], temporal_kernels), ("depformer", depformer, vec![1, 8], depformer_kernels)];
+        let shapes = [
+            ("temporal", temporal, vec![16usize, 200, 1000, 3000], temporal_kernels),
+            ("tempf16", temporal_f16, vec![200, 1000, 3000], f16_kernels),
+            ("depformer", depformer, vec![1, 8], depformer_kernels),
+        ];
         let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
         let mut rng = Lcg(0xa77e_be4c);
         // what each step's ordering copy writes
@@ -97,10 +107,20 @@ mod native {
             let k = rng.f32s(ring * dim);
             let v = rng.f32s(ring * dim);
             let mut rings = Vec::with_capacity(layers);
+            // f16 rings (`kv_half`, the split kernels): the values' halves in element order,
+            // as `pack2x16float` of consecutive pairs lays them out
+            let ring_of = |label: &str, x: &[f32]| {
+                if spec.kv_half {
+                    let h: Vec<u16> = x.iter().map(|&f| half::f16::from_f32(f).to_bits()).collect();
+                    ctx.storage_bytes(label, bytemuck::cast_slice(&h))
+                } else {
+                    ctx.storage_f32(label, x)
+                }
+            };
             for l in 0..layers {
                 rings.push([
-                    ctx.storage_f32(&format!("k_ring {l}"), &k)?,
-                    ctx.storage_f32(&format!("v_ring {l}"), &v)?,
+                    ring_of(&format!("k_ring {l}"), &k)?,
+                    ring_of(&format!("v_ring {l}"), &v)?,
                     ctx.zeros(&format!("pos_ring {l}"), ring)?,
                 ]);
             }
@@ -113,7 +133,7 @@ mod native {
                 }
                 let f = FrameParams { pos: fill as u32 - 1, first: (fill == 1) as u32, ..Default::default() };
                 ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&f));
-                let bytes = (2 * fill * dim * 4) as f64;
+                let bytes = (2 * fill * dim * if spec.kv_half { 2 } else { 4 }) as f64;
                 let mut reference: Option<Vec<f32>> = None;
                 for (kname, kernel) in kernels {
                     let mut b = PlanBuilder::new(&ctx, &frame)?;

@@ -29,7 +29,8 @@
 // go in rounds. Weighted values: (vec4 column, position lane) pairs. Where a thread's part
 // of a key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
 // stamps load before the first barrier, with the query: the kernel waits on memory once
-// before its scores, not three times. hd must be a multiple of 4, at most 256;
+// before its scores, not three times; past that a lane loads the values of four positions
+// at a time. hd must be a multiple of 4, at most 256;
 // 1 <= least <= chunk <= 512.
 
 struct Params {
@@ -238,7 +239,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
         }
     } else if (g < groups) {
-        for (var j = g; j < n; j += groups) {
+        // four positions of the lane at a time: their value loads go out together
+        var j = g;
+        for (; j + 3u * groups < n; j += 4u * groups) {
+            var v: array<vec4<f32>, 4>;
+            var w: vec4<f32>;
+            for (var i = 0u; i < 4u; i++) {
+                let ji = j + i * groups;
+                let slot = select(slot0 + ji, slot0 + ji - p.ring, slot0 + ji >= p.ring);
+                v[i] = v_at(slot * dim4 + h * hd4 + c);
+                let sj = sc[ji / 4u][ji % 4u];
+                w[i] = select(0.0, exp(sj - m), sj > -1.0e38);
+            }
+            acc += (w.x * v[0] + w.y * v[1]) + (w.z * v[2] + w.w * v[3]);
+            l += (w.x + w.y) + (w.z + w.w);
+        }
+        for (; j < n; j += groups) {
             let sj = sc[j / 4u][j % 4u];
             let w = select(0.0, exp(sj - m), sj > -1.0e38);
             let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
