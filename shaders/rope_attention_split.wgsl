@@ -29,8 +29,8 @@
 // go in rounds. Weighted values: (vec4 column, position lane) pairs. Where a thread's part
 // of a key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
 // stamps load before the first barrier, with the query: the kernel waits on memory once
-// before its scores, not three times; past that a lane loads the values of four positions
-// at a time. hd must be a multiple of 4, at most 256;
+// before its scores, not three times; past that a thread loads its part of a later key (at
+// most 8 vec4s) at once, and a lane the values of four positions at a time. hd must be a multiple of 4, at most 256;
 // 1 <= least <= chunk <= 512.
 
 struct Params {
@@ -194,8 +194,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
                 held = pos_ring[slot];
             }
             let ko = slot * dim4 + h * hd4;
-            for (var e = r; e < hd4; e += tp) {
-                d += dot(qs[e], k_at(ko + e));
+            if (early) {
+                // the thread's part of the key, at most 8 vec4s: their loads go out together
+                var kl: array<vec4<f32>, 8>;
+                for (var i = 0u; i < 8u; i++) {
+                    kl[i] = k_at(ko + min(r + i * tp, hd4 - 1u));
+                }
+                for (var i = 0u; i < 8u; i++) {
+                    let e = r + i * tp;
+                    if (e < hd4) {
+                        d += dot(qs[e], kl[i]);
+                    }
+                }
+            } else {
+                for (var e = r; e < hd4; e += tp) {
+                    d += dot(qs[e], k_at(ko + e));
+                }
             }
         }
         if (held != pk) {
