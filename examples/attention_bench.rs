@@ -3,12 +3,12 @@
 //! Moshi 7B's shapes (`LmConfig::default()`): the temporal transformer (32 heads of 128,
 //! 3000 slots, RoPE) with 16, 200, 1000 and 3000 positions in the window, the same with f16
 //! keys and values in the rings as the plans hold them (`tempf16`: the split kernels only)
-//! with 200, 1000 and 3000, the depformer (16 heads of 64, 8 slots) with 1 and 8. Kernels: `fused` (`rope_attention`, one workgroup per
-//! head: `INFERENCELAYER_ATTENTION=fused`), `auto` (the default: `rope_attention_small` for
-//! the depformer, `rope_attention_split` + `attention_combine` for the temporal transformer),
-//! and `rope_attention_split` with other bounds on the positions per workgroup (`chunk/least`:
-//! at most `chunk`, which sets the splits of the dispatch, and at least `least` while the
-//! window fills).
+//! with 200, 1000 and 3000, the depformer (16 heads of 64, 8 slots) with 1 and 8. Kernels:
+//! `fused` (`rope_attention`, one workgroup per head: `INFERENCELAYER_ATTENTION=fused`),
+//! `auto` (the default: `rope_attention_small` for the depformer, `rope_attention_split` +
+//! `attention_combine` for the temporal transformer), and `rope_attention_split` with other
+//! bounds on the positions per workgroup (`chunk/least`: at most `chunk`, which sets the
+//! splits of the dispatch, and at least `least` while the window fills).
 //!
 //! Per shape, fill and kernel it prints the dispatches of one step, the GPU time of a step
 //! with each dispatch in a pass of its own (`alone`, as `Plan::profile` times a plan) and

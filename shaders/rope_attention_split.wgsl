@@ -30,8 +30,8 @@
 // of a key is at most 8 vec4s and a lane has at most 8 positions, keys, values and position
 // stamps load before the first barrier, with the query: the kernel waits on memory once
 // before its scores, not three times; past that a thread loads its part of a later key (at
-// most 8 vec4s) at once, and a lane the values of four positions at a time. hd must be a multiple of 4, at most 256;
-// 1 <= least <= chunk <= 512.
+// most 8 vec4s) at once, and a lane the values of four positions at a time. hd must be a
+// multiple of 4, at most 256; 1 <= least <= chunk <= 512.
 
 struct Params {
     dim: u32,
@@ -72,6 +72,26 @@ fn k_at(i: u32) -> vec4<f32> {
 }
 fn v_at(i: u32) -> vec4<f32> {
     return ring_vec4(v_ring[select(i, i >> 1u, p.half == 1u)], i);
+}
+// A thread's part of the key at vec4 ko: vec4s r, r + tp, ... (at most 8; the slots past hd4
+// repeat the last, read and never used), loaded at once.
+fn key_part(ko: u32, r: u32, tp: u32, hd4: u32) -> array<vec4<f32>, 8> {
+    var kp: array<vec4<f32>, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        kp[i] = k_at(ko + min(r + i * tp, hd4 - 1u));
+    }
+    return kp;
+}
+// The query's vec4s r, r + tp, ... dotted with a key's part from key_part.
+fn part_dot(kp: array<vec4<f32>, 8>, r: u32, tp: u32, hd4: u32) -> f32 {
+    var d = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+        let e = r + i * tp;
+        if (e < hd4) {
+            d += dot(qs[e], kp[i]);
+        }
+    }
+    return d;
 }
 // Pushes key k and value v into vec4 i of the rings (f32, or f16 halves as ring_vec4 reads).
 fn push_kv(i: u32, k: vec4<f32>, v: vec4<f32>) {
@@ -137,10 +157,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var held0 = pk0;
     if (early && j0 < n && pk0 != pos_q) {
         held0 = pos_ring[slot_0];
-        for (var i = 0u; i < 8u; i++) {
-            let e = min(r + i * tp, hd4 - 1u);
-            kr[i] = k_at(slot_0 * dim4 + h * hd4 + e);
-        }
+        kr = key_part(slot_0 * dim4 + h * hd4, r, tp, hd4);
     }
 
     // weighted values: column c of position lanes g, g + groups, ...; likewise the values of
@@ -181,12 +198,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         var d = 0.0;
         var held = held0;
         if (early && j == j0 && pk != pos_q) {
-            for (var i = 0u; i < 8u; i++) {
-                let e = r + i * tp;
-                if (e < hd4) {
-                    d += dot(qs[e], kr[i]);
-                }
-            }
+            d = part_dot(kr, r, tp, hd4);
         } else {
             let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
             held = pk;
@@ -195,17 +207,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             let ko = slot * dim4 + h * hd4;
             if (early) {
-                // the thread's part of the key, at most 8 vec4s: their loads go out together
-                var kl: array<vec4<f32>, 8>;
-                for (var i = 0u; i < 8u; i++) {
-                    kl[i] = k_at(ko + min(r + i * tp, hd4 - 1u));
-                }
-                for (var i = 0u; i < 8u; i++) {
-                    let e = r + i * tp;
-                    if (e < hd4) {
-                        d += dot(qs[e], kl[i]);
-                    }
-                }
+                d = part_dot(key_part(ko, r, tp, hd4), r, tp, hd4);
             } else {
                 for (var e = r; e < hd4; e += tp) {
                     d += dot(qs[e], k_at(ko + e));
