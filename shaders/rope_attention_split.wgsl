@@ -73,6 +73,15 @@ fn k_at(i: u32) -> vec4<f32> {
 fn v_at(i: u32) -> vec4<f32> {
     return ring_vec4(v_ring[select(i, i >> 1u, p.half == 1u)], i);
 }
+// The ring slot j positions after slot0 (both in the ring, j < ring).
+fn slot_after(slot0: u32, j: u32) -> u32 {
+    return select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+}
+// exp(score - m) of the split's position j (its score in sc), 0 for a position not attended.
+fn weight_at(j: u32, m: f32) -> f32 {
+    let sj = sc[j / 4u][j % 4u];
+    return select(0.0, exp(sj - m), sj > -1.0e38);
+}
 // A thread's part of the key at vec4 ko: vec4s r, r + tp, ... (at most 8; the slots past hd4
 // repeat the last, read and never used), loaded at once.
 fn key_part(ko: u32, r: u32, tp: u32, hd4: u32) -> array<vec4<f32>, 8> {
@@ -148,14 +157,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let r = lid % tp;
     let j0 = lid / tp;
     let pk0 = lo + a + j0;
-    let slot_0 = select(slot0 + j0, slot0 + j0 - p.ring, slot0 + j0 >= p.ring);
-    // The key of the thread's first position, when at most 8 vec4s a thread and older than
-    // the new one, loads before the barrier, together with the query (one wait on memory,
-    // not two); the new key is not in its ring slot yet.
-    let early = 8u * tp >= hd4;
+    let slot_0 = slot_after(slot0, j0);
+    // Whether a thread's part of a key is at most 8 vec4s, loaded at once (key_part). Then
+    // the key of the thread's first position, when older than the new one, loads before the
+    // barrier, together with the query (one wait on memory, not two); the new key is not in
+    // its ring slot yet.
+    let part8 = 8u * tp >= hd4;
     var kr: array<vec4<f32>, 8>;
     var held0 = pk0;
-    if (early && j0 < n && pk0 != pos_q) {
+    if (part8 && j0 < n && pk0 != pos_q) {
         held0 = pos_ring[slot_0];
         kr = key_part(slot_0 * dim4 + h * hd4, r, tp, hd4);
     }
@@ -170,7 +180,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if (early_v && g < groups) {
         for (var i = 0u; i < 8u; i++) {
             let j = min(g + i * groups, n - 1u);
-            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            let slot = slot_after(slot0, j);
             if (lo + a + j != pos_q) {
                 vr[i] = v_at(slot * dim4 + h * hd4 + c);
             }
@@ -197,16 +207,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let pk = lo + a + j;
         var d = 0.0;
         var held = held0;
-        if (early && j == j0 && pk != pos_q) {
+        if (part8 && j == j0 && pk != pos_q) {
             d = part_dot(kr, r, tp, hd4);
         } else {
-            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            let slot = slot_after(slot0, j);
             held = pk;
             if (pk != pos_q) {
                 held = pos_ring[slot];
             }
             let ko = slot * dim4 + h * hd4;
-            if (early) {
+            if (part8) {
                 d = part_dot(key_part(ko, r, tp, hd4), r, tp, hd4);
             } else {
                 for (var e = r; e < hd4; e += tp) {
@@ -244,8 +254,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var i = 0u; i < 8u; i++) {
             let j = g + i * groups;
             if (j < n) {
-                let sj = sc[j / 4u][j % 4u];
-                let w = select(0.0, exp(sj - m), sj > -1.0e38);
+                let w = weight_at(j, m);
                 var v = vr[i];
                 if (lo + a + j == pos_q) {
                     v = v_at(slot_q * dim4 + h * hd4 + c);
@@ -262,18 +271,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             var w: vec4<f32>;
             for (var i = 0u; i < 4u; i++) {
                 let ji = j + i * groups;
-                let slot = select(slot0 + ji, slot0 + ji - p.ring, slot0 + ji >= p.ring);
+                let slot = slot_after(slot0, ji);
                 v[i] = v_at(slot * dim4 + h * hd4 + c);
-                let sj = sc[ji / 4u][ji % 4u];
-                w[i] = select(0.0, exp(sj - m), sj > -1.0e38);
+                w[i] = weight_at(ji, m);
             }
             acc += (w.x * v[0] + w.y * v[1]) + (w.z * v[2] + w.w * v[3]);
             l += (w.x + w.y) + (w.z + w.w);
         }
         for (; j < n; j += groups) {
-            let sj = sc[j / 4u][j % 4u];
-            let w = select(0.0, exp(sj - m), sj > -1.0e38);
-            let slot = select(slot0 + j, slot0 + j - p.ring, slot0 + j >= p.ring);
+            let w = weight_at(j, m);
+            let slot = slot_after(slot0, j);
             acc += w * v_at(slot * dim4 + h * hd4 + c);
             l += w;
         }
