@@ -1,7 +1,8 @@
 // What the streaming Conv1d kernels share (moshi.modules.conv.StreamingConv1d in streaming
 // mode): their parameters, bindings, output layout and staged input. The kernel table
-// prepends frame.wgsl and this file to conv1d_tiled.wgsl, conv1d_reduce.wgsl and
-// conv1d_lanes.wgsl (src/gpu/kernels.rs), which differ only in how they share out the sums.
+// prepends frame.wgsl, this file and one of conv1d_load_elu.wgsl and conv1d_load_raw.wgsl
+// (act_in) to conv1d_tiled.wgsl, conv1d_reduce.wgsl and conv1d_lanes.wgsl
+// (src/gpu/kernels.rs), which differ only in how they share out the sums.
 //
 //   w    : [out_c, in_c / groups, k]   (PyTorch Conv1d layout)
 //   b    : [out_c / max(p.phases, 1)]  (read only when p.has_bias == 1; a phase takes its
@@ -12,10 +13,12 @@
 //          buffer read and rewritten in place would race between workgroups)
 //   res  : [out_c, t_out]              (added when p.residual == 1: SEANet's true skip)
 //   y    : [out_c, t_out], or [t_out, out_c] when p.time_major_out == 1 (res then too);
-//          with p.phases > 1 the channels' phases interleaved in time (out_index)
+//          with p.phases > 1 the channels' phases interleaved in time (out_index); ELU'd
+//          as it is stored when p.elu_out == 1 (act_out)
 //
 // The staged input xa [in_c, tp + t]: xa[c, j] = prev[c, j] for j < tp, act(x[c, j - tp])
-// after, act being ELU (alpha 1) when p.elu == 1. On the first frame of a stream a conv
+// after, act being the kernel's act_in: ELU (alpha 1) in the kernels with conv1d_load_elu.wgsl,
+// none with conv1d_load_raw.wgsl. On the first frame of a stream a conv
 // with pad_mode "replicate" takes its prefix from the first fresh column.
 // y[oc, t] = b[oc] + sum_{ic, j} w[oc, ic, j] * xa[g * in_g + ic, t * stride + j * dilation]
 // The next prefix is xa[c, t + i] for i < tp, written strided over every thread of the grid.
@@ -33,13 +36,14 @@ struct Params {
     has_bias: u32,
     residual: u32,
     time_major: u32,
-    elu: u32,
+    _pad3: u32,
     replicate: u32,
     time_major_out: u32,
     phases: u32,
     // threads per output (conv1d_lanes; the others ignore it)
     lanes: u32,
-    _pad0: u32,
+    // ELU on the outputs as they are stored (act_out)
+    elu_out: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -75,8 +79,14 @@ fn fresh(c: u32, i: u32) -> f32 {
     } else {
         v = x[c * p.t + i];
     }
-    if (p.elu == 1u && v < 0.0) {
-        v = exp(v) - 1.0;
+    return act_in(v);
+}
+
+// An output as it is stored: ELU'd (alpha 1) when p.elu_out == 1, where the conv's only
+// reader is a conv that would apply SEANet's ELU on load (PlanBuilder's `Elu`).
+fn act_out(v: f32) -> f32 {
+    if (p.elu_out == 1u && v < 0.0) {
+        return exp(v) - 1.0;
     }
     return v;
 }
@@ -102,7 +112,7 @@ fn carry_prefix(thread: u32, threads: u32, cur: u32) {
     }
 }
 
-// y[oc, t] = sum + the channel's bias (p.has_bias) + res[oc, t] (p.residual): the end of
+// y[oc, t] = act_out(sum + the channel's bias (p.has_bias) + res[oc, t] (p.residual)): the end of
 // an output whose reduction one thread holds (conv1d_reduce, conv1d_lanes; conv1d_tiled
 // starts its sums from the bias instead)
 fn store_output(oc: u32, t: u32, sum: f32) {
@@ -114,5 +124,5 @@ fn store_output(oc: u32, t: u32, sum: f32) {
     if (p.residual == 1u) {
         v += res[yo];
     }
-    y[yo] = v;
+    y[yo] = act_out(v);
 }

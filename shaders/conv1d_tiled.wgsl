@@ -33,7 +33,7 @@ const WS: u32 = 2560u;
 var<workgroup> xs: array<f32, XS>;
 var<workgroup> ws: array<f32, WS>;
 
-// y[oc, t] = acc (+ res), where the tile holds that output
+// y[oc, t] = act_out(acc (+ res)), where the tile holds that output
 fn store(oc: u32, t: u32, ok: bool, acc: f32) {
     if (!ok) {
         return;
@@ -43,7 +43,7 @@ fn store(oc: u32, t: u32, ok: bool, acc: f32) {
     if (p.residual == 1u) {
         v += res[yo];
     }
-    y[yo] = v;
+    y[yo] = act_out(v);
 }
 
 const WG: u32 = 256u;

@@ -11,7 +11,7 @@
 //                          this frame's (one buffer read and rewritten in place would race
 //                          between workgroups)
 //   y       : [out_c, ts]  this frame's output, ts = t_in * stride ([ts, out_c] when
-//                          p.time_major_out == 1)
+//                          p.time_major_out == 1), ELU'd as it is stored when p.elu_out == 1
 //
 // The full output has ts + tp columns (tp = k - stride); requires ts >= tp, which holds for
 // every kernel of twice the stride.
@@ -28,7 +28,8 @@ struct Params {
     has_bias: u32,
     elu: u32,
     time_major_out: u32,
-    _pad0: u32,
+    // ELU (alpha 1) on y as it is stored, not on the carried tails
+    elu_out: u32,
 }
 
 // after frame.wgsl (Frame)
@@ -107,10 +108,14 @@ fn main(
                 v += partial[(cur * p.out_c + oc) * p.tp + i];
             }
             if (i < p.ts) {
+                var o = v;
+                if (p.elu_out == 1u && o < 0.0) {
+                    o = exp(o) - 1.0;
+                }
                 if (p.time_major_out == 1u) {
-                    y[i * p.out_c + oc] = v;
+                    y[i * p.out_c + oc] = o;
                 } else {
-                    y[oc * p.ts + i] = v;
+                    y[oc * p.ts + i] = o;
                 }
             } else {
                 partial[((1u - cur) * p.out_c + oc) * p.tp + (i - p.ts)] = v - bias;

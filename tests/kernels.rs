@@ -80,7 +80,7 @@ mod oracles {
     //! replicate padding, a prefix longer than the frame, no prefix), the transposed conv
     //! with its overlap tail, over several frames; the LayerNorm-fused linear; rope, KV push
     //! and attention of several steps in one dispatch, across ring wraps.
-    use inferencelayer::gpu::{ConvKernel, FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
+    use inferencelayer::gpu::{ConvKernel, Elu, FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
 
     struct Lcg(u64);
@@ -114,13 +114,22 @@ mod oracles {
         (0..cols * rows).map(|i| x[(i % rows) * cols + i / rows]).collect()
     }
 
+    /// ELU with alpha 1 (torch.nn.ELU), as the CPU oracle applies it on load
+    fn elu_f32(v: f32) -> f32 {
+        if v > 0.0 {
+            v
+        } else {
+            v.exp_m1()
+        }
+    }
+
     /// (in_c, out_c, k, stride, dilation, groups, t, elu, time_major (in, out), replicate,
     /// residual)
     type ConvCase = (usize, usize, usize, usize, usize, usize, usize, bool, (bool, bool), bool, bool);
 
     /// Each case on each conv kernel (by shape, tiled, a workgroup per output, lanes per
-    /// output), four frames
-    /// of two streams against the CPU oracle.
+    /// output), four frames of two streams against the CPU oracle; every other case with an
+    /// ELU on its outputs as they are stored (`Elu::output`, after the residual).
     #[test]
     fn streaming_convs_stage_and_carry_inside_the_conv_dispatch() {
         pollster::block_on(async {
@@ -189,7 +198,7 @@ mod oracles {
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                     let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
                     b.set_conv_kernel(kernel);
-                    let y = conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res)).unwrap();
+                    let y = conv.plan(&mut b, &x, time_major, time_major_out, Elu { input: elu, output: i % 2 == 1 }, residual.then_some(&res)).unwrap();
                     let (plan, state, _) = b.finish();
                     assert_eq!(plan.dispatches(), 1, "case {i}, {kernel:?}: one dispatch per conv");
                     for stream in 0..2 {
@@ -207,6 +216,9 @@ mod oracles {
                             let mut want = conv.step(&mut st, &xs, elu);
                             if residual {
                                 want.iter_mut().zip(&rs).for_each(|(w, r)| *w += r);
+                            }
+                            if i % 2 == 1 {
+                                want.iter_mut().for_each(|w| *w = elu_f32(*w));
                             }
                             let mut got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
                             if time_major_out {
@@ -242,7 +254,8 @@ mod oracles {
             // kernels of twice the stride run as a conv into phases, on each conv kernel (by
             // shape: a deep, short layer on the one of a workgroup per output, the others
             // tiled), other kernels on the transposed-conv kernel; Mimi's last upsampling
-            // (128 -> 64, stride 4, 480 columns), its channel-wise upsample (512 groups)
+            // (128 -> 64, stride 4, 480 columns), its channel-wise upsample (512 groups); every
+            // other case with an ELU on its outputs as they are stored (`Elu::output`)
             let cases = [
                 (8usize, 6usize, 4usize, 2usize, 1usize, 3usize, true, true, false),
                 (4, 4, 4, 2, 4, 2, false, false, true),
@@ -273,7 +286,7 @@ mod oracles {
                     let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
                     let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
                     b.set_conv_kernel(kernel);
-                    let y = convtr.plan(&mut b, &x, elu, time_major_out).unwrap();
+                    let y = convtr.plan(&mut b, &x, Elu { input: elu, output: i % 2 == 1 }, time_major_out).unwrap();
                     let (plan, _, _) = b.finish();
                     assert_eq!(plan.dispatches(), 1, "case {i}, {kernel:?}: one dispatch per transposed conv");
                     let mut st = convtr.state();
@@ -283,7 +296,10 @@ mod oracles {
                         let fp = FrameParams { pos: f, first: (f == 0) as u32, index: f, _pad: 0 };
                         ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
                         replay(&ctx, &plan);
-                        let want = convtr.step(&mut st, &xs, elu);
+                        let mut want = convtr.step(&mut st, &xs, elu);
+                        if i % 2 == 1 {
+                            want.iter_mut().for_each(|w| *w = elu_f32(*w));
+                        }
                         let mut got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
                         if time_major_out {
                             got = transpose(&got, ts, out_c);

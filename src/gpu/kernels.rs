@@ -49,9 +49,13 @@ macro_rules! kernel {
     };
 }
 
-kernel!(CONV1D_TILED, "conv1d_tiled" = ["frame", "conv1d_common", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["frame", "conv1d_common", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
-kernel!(CONV1D_LANES, "conv1d_lanes" = ["frame", "conv1d_common", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
+// each conv kernel twice: loading its input as it is, and with SEANet's ELU on load (`_elu`)
+kernel!(CONV1D_TILED, "conv1d_tiled" = ["frame", "conv1d_common", "conv1d_load_raw", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_TILED_ELU, "conv1d_tiled_elu" = ["frame", "conv1d_common", "conv1d_load_elu", "conv1d_tiled"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE, "conv1d_reduce" = ["frame", "conv1d_common", "conv1d_load_raw", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_REDUCE_ELU, "conv1d_reduce_elu" = ["frame", "conv1d_common", "conv1d_load_elu", "conv1d_reduce"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES, "conv1d_lanes" = ["frame", "conv1d_common", "conv1d_load_raw", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
+kernel!(CONV1D_LANES_ELU, "conv1d_lanes_elu" = ["frame", "conv1d_common", "conv1d_load_elu", "conv1d_lanes"], [R, R, R, RW, R, RW, U, U]);
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
@@ -82,7 +86,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_REDUCE, CONV1D_LANES, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PARTIALS, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
@@ -119,7 +123,8 @@ pub(crate) struct Conv1dParams {
     pub has_bias: u32,
     pub residual: u32,
     pub time_major: u32,
-    pub elu: u32,
+    /// (the ELU on load is the pipeline's: `CONV1D_*_ELU`)
+    pub _pad3: u32,
     pub replicate: u32,
     pub time_major_out: u32,
     /// P > 1: the output is P phases interleaved in time (`out_index` in the shaders)
@@ -127,7 +132,9 @@ pub(crate) struct Conv1dParams {
     /// `conv1d_lanes`: threads per output (16 to 256, a power of two; 256 / lanes outputs
     /// per workgroup); the other conv kernels ignore it
     pub lanes: u32,
-    pub _pad: [u32; 3],
+    /// ELU on the outputs as they are stored (SEANet's ELU in front of the next conv)
+    pub elu_out: u32,
+    pub _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -144,7 +151,8 @@ pub(crate) struct ConvTransposeParams {
     pub has_bias: u32,
     pub elu: u32,
     pub time_major_out: u32,
-    pub _pad: u32,
+    /// ELU on the outputs as they are stored (not on the carried overlap tail)
+    pub elu_out: u32,
 }
 
 #[repr(C)]

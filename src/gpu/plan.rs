@@ -372,6 +372,38 @@ pub struct ConvSpec<'a> {
     pub replicate: bool,
 }
 
+/// Where a conv applies SEANet's ELU (alpha 1): to its input as it loads it (`input`, the
+/// `ELU` layer in front of the conv in the reference) and to its outputs as it stores them
+/// (`output`, for the ELU of the conv after it, where that conv is the output's only reader).
+/// An ELU on store is computed once an output; on load, once a term of every output that
+/// reads it. `true` and `false` convert to an ELU on the input alone or none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Elu {
+    pub input: bool,
+    pub output: bool,
+}
+
+impl From<bool> for Elu {
+    fn from(input: bool) -> Self {
+        Self { input, output: false }
+    }
+}
+
+/// Whether Mimi's plans move SEANet's ELUs to the convs that write their inputs where a
+/// conv's output has no other reader ([`Elu`]): `INFERENCELAYER_CONV_ELU=load` keeps every
+/// ELU on its reader's loads (for measurements), `store` or unset moves them; any other
+/// value is an [`Error::Input`]. On the web always `store`.
+pub fn elu_on_store_from_env() -> Result<bool> {
+    if cfg!(target_arch = "wasm32") {
+        return Ok(true);
+    }
+    match std::env::var("INFERENCELAYER_CONV_ELU").as_deref().map(str::trim) {
+        Err(_) | Ok("") | Ok("store") => Ok(true),
+        Ok("load") => Ok(false),
+        Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV_ELU must be store or load, got {v:?}"))),
+    }
+}
+
 /// A causal streaming ConvTranspose1d (moshi.modules.conv.StreamingConvTranspose1d).
 pub struct ConvTrSpec<'a> {
     pub name: &'a str,
@@ -902,6 +934,8 @@ pub struct PlanBuilder<'a> {
     attention: AttentionKernel,
     /// Whether a short window's attention goes into out_proj ([`Self::attention_out_proj`])
     out_proj_fused: bool,
+    /// [`elu_on_store_from_env`]
+    elu_on_store: bool,
     conv: ConvKernel,
     /// Lanes per output element of the f32 linears at every shape, or by shape
     /// ([`matvec_lanes_auto`]) where `None` ([`matvec_lanes_from_env`])
@@ -985,7 +1019,8 @@ impl<'a> PlanBuilder<'a> {
     /// [`AttentionKernel::from_env`], a short window's attention into its `out_proj` as
     /// [`out_proj_fused_from_env`] says (an [`Error::Input`] for a bad
     /// `INFERENCELAYER_Q8_LANES`, `INFERENCELAYER_Q8_DOT`, `INFERENCELAYER_ATTENTION`,
-    /// `INFERENCELAYER_OUT_PROJ`, `INFERENCELAYER_CONV` or `INFERENCELAYER_MATVEC_LANES`).
+    /// `INFERENCELAYER_OUT_PROJ`, `INFERENCELAYER_CONV`, `INFERENCELAYER_CONV_ELU` or
+    /// `INFERENCELAYER_MATVEC_LANES`).
     pub fn new(ctx: &'a GpuContext, frame: &wgpu::Buffer) -> Result<Self> {
         Ok(Self {
             ctx,
@@ -1004,6 +1039,7 @@ impl<'a> PlanBuilder<'a> {
             },
             attention: AttentionKernel::from_env()?,
             out_proj_fused: out_proj_fused_from_env()?,
+            elu_on_store: elu_on_store_from_env()?,
             conv: ConvKernel::from_env()?,
             matvec_lanes: matvec_lanes_from_env()?,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
@@ -1059,6 +1095,17 @@ impl<'a> PlanBuilder<'a> {
     /// Run the attention steps added from now on with `kernel`.
     pub fn set_attention_kernel(&mut self, kernel: AttentionKernel) {
         self.attention = kernel;
+    }
+
+    /// Whether models should move an ELU to the conv that writes its input where the
+    /// input has no other reader ([`Elu`], [`elu_on_store_from_env`]).
+    pub fn elu_on_store(&self) -> bool {
+        self.elu_on_store
+    }
+
+    /// Move ELUs to the convs that write their inputs from now on, or not ([`Self::elu_on_store`]).
+    pub fn set_elu_on_store(&mut self, on: bool) {
+        self.elu_on_store = on;
     }
 
     /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::from_env`]'s
@@ -1149,7 +1196,8 @@ impl<'a> PlanBuilder<'a> {
     }
 
     /// One streaming causal conv over one frame, one dispatch: the input staged behind the
-    /// carried prefix as the kernel reads it (ELU on load when `elu`; `x` is `[in_c, t]`, or
+    /// carried prefix as the kernel reads it (ELU on load where `elu.input`, on the outputs as
+    /// they are stored where `elu.output`: [`Elu`]; `x` is `[in_c, t]`, or
     /// `[t, in_c]` when `time_major`), convolved (adding `residual` `[out_c, t / stride]`
     /// when given), the next frame's prefix written into the other half of a two-half state
     /// (the frame uniform's `index` picks the halves). Returns `[out_c, t / stride]`, or
@@ -1162,10 +1210,10 @@ impl<'a> PlanBuilder<'a> {
         x: &Tensor,
         time_major: bool,
         time_major_out: bool,
-        elu: bool,
+        elu: impl Into<Elu>,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
-        self.conv1d_phases(spec, x, time_major, time_major_out, elu, residual, 1)
+        self.conv1d_phases(spec, x, time_major, time_major_out, elu.into(), residual, 1)
     }
 
     /// A streaming ConvTranspose1d whose kernel is twice its stride `s`, as a conv: output
@@ -1175,14 +1223,14 @@ impl<'a> PlanBuilder<'a> {
     /// output tail to carry: the input's last column is carried instead). `spec` is that
     /// conv: `out_c` = the transposed conv's `out_c * s`, `k` 2, stride and dilation 1,
     /// weights `[out_c * s, in_c / groups, 2]` (`oc * s + r`: taps `r + s` then `r`), bias
-    /// `[out_c]` (each phase takes its channel's). `x` `[in_c, t]` (ELU on load when `elu`) -> `[out_c, t * s]`, or
+    /// `[out_c]` (each phase takes its channel's). `x` `[in_c, t]` (the ELUs of `elu`: [`Elu`]) -> `[out_c, t * s]`, or
     /// `[t * s, out_c]` when `time_major_out`. Mirrors StreamingConvTranspose1d.forward in
     /// streaming mode (as [`Self::conv_transpose1d`] does for any kernel).
-    pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool, stride: usize) -> Result<Tensor> {
+    pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool, stride: usize) -> Result<Tensor> {
         if spec.k != 2 || spec.stride != 1 || spec.dilation != 1 || stride == 0 || spec.out_c % stride != 0 || spec.replicate {
             return Err(Error::config(spec.name, "a transposed conv as a conv takes a stride-1 conv of kernel 2 into stride phases"));
         }
-        self.conv1d_phases(spec, x, false, time_major_out, elu, None, stride)
+        self.conv1d_phases(spec, x, false, time_major_out, elu.into(), None, stride)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1192,7 +1240,7 @@ impl<'a> PlanBuilder<'a> {
         x: &Tensor,
         time_major: bool,
         time_major_out: bool,
-        elu: bool,
+        elu: Elu,
         residual: Option<&Tensor>,
         phases: usize,
     ) -> Result<Tensor> {
@@ -1254,12 +1302,13 @@ impl<'a> PlanBuilder<'a> {
             has_bias: spec.b.is_some() as u32,
             residual: residual.is_some() as u32,
             time_major: time_major as u32,
-            elu: elu as u32,
+            _pad3: 0,
             replicate: spec.replicate as u32,
             time_major_out: time_major_out as u32,
             phases: phases as u32,
             lanes: lanes as u32,
-            _pad: [0; 3],
+            elu_out: elu.output as u32,
+            _pad: [0; 2],
         };
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();
@@ -1270,21 +1319,22 @@ impl<'a> PlanBuilder<'a> {
         match kernel {
             ConvKernel::Tiled => {
                 let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
-                self.step(&CONV1D_TILED, label, &bufs, grid_for(tiles));
+                self.step(if elu.input { &CONV1D_TILED_ELU } else { &CONV1D_TILED }, label, &bufs, grid_for(tiles));
             }
-            ConvKernel::Lanes => self.step(&CONV1D_LANES, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
+            ConvKernel::Lanes => self.step(if elu.input { &CONV1D_LANES_ELU } else { &CONV1D_LANES }, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
             // (Auto is resolved above)
-            ConvKernel::Reduce | ConvKernel::Auto => self.step(&CONV1D_REDUCE, label, &bufs, grid_for(outputs)),
+            ConvKernel::Reduce | ConvKernel::Auto => self.step(if elu.input { &CONV1D_REDUCE_ELU } else { &CONV1D_REDUCE }, label, &bufs, grid_for(outputs)),
         }
         Ok(y)
     }
 
-    /// One streaming causal transposed conv over one frame (ELU on load when `elu`), one
+    /// One streaming causal transposed conv over one frame (the ELUs of `elu`: [`Elu`]), one
     /// dispatch: `x` `[in_c, t]` -> `[out_c, t * stride]`, the overlap tail carried to the
     /// next frame with its bias removed, in the other half of a two-half state (the frame
     /// uniform's `index` picks the halves); `[t * stride, out_c]` when `time_major_out`.
     /// Mirrors StreamingConvTranspose1d.forward in streaming mode.
-    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
+    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool) -> Result<Tensor> {
+        let elu = elu.into();
         if spec.k == 0 || spec.stride == 0 || spec.groups == 0 {
             return Err(Error::config(spec.name, format!("a transposed conv needs a kernel, stride and groups of at least 1, got {}, {}, {}", spec.k, spec.stride, spec.groups)));
         }
@@ -1309,9 +1359,9 @@ impl<'a> PlanBuilder<'a> {
             ts: ts as u32,
             tp: tp as u32,
             has_bias: spec.b.is_some() as u32,
-            elu: elu as u32,
+            elu: elu.input as u32,
             time_major_out: time_major_out as u32,
-            _pad: 0,
+            elu_out: elu.output as u32,
         };
         let pb = self.params(spec.name, &p);
         let b = spec.b.unwrap_or(&self.dummy).clone();

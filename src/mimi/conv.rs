@@ -7,7 +7,7 @@
 //! `k - stride` overlapping output columns, bias removed (`partial`).
 
 use crate::error::{Error, Result};
-use crate::gpu::{ConvSpec, ConvTrSpec, PlanBuilder, Tensor};
+use crate::gpu::{ConvSpec, ConvTrSpec, Elu, PlanBuilder, Tensor};
 use crate::weights::TensorSource;
 
 /// A causal Conv1d with its checkpoint name (`<name>.weight`, `<name>.bias`).
@@ -116,7 +116,7 @@ impl Conv1d {
         x: &Tensor,
         time_major: bool,
         time_major_out: bool,
-        elu: bool,
+        elu: impl Into<Elu>,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
@@ -224,7 +224,8 @@ impl ConvTr1d {
     /// A kernel of twice the stride (every one of Mimi's) runs as a conv of kernel 2 into
     /// `stride` phases ([`PlanBuilder::conv_transpose1d_as_conv`], its weights laid out
     /// here); any other on [`PlanBuilder::conv_transpose1d`].
-    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: bool, time_major_out: bool) -> Result<Tensor> {
+    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool) -> Result<Tensor> {
+        let elu = elu.into();
         let s = self.stride;
         let fits = self.groups > 0
             && self.in_c % self.groups == 0

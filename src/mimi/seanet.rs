@@ -3,14 +3,18 @@
 //! Encoder, per 80 ms frame: `[1, 1920]` samples -> `[dimension, 2]` (25 Hz steps; the GPU
 //! plan writes it time-major, `[2, dimension]`, for the transformer). Decoder:
 //! `[dimension, 2]` (time-major `[2, dimension]` on the GPU) -> `[1, 1920]`. Residual blocks
-//! use true skips; every conv but the first of each model is preceded by an ELU, applied here
-//! on load by the next layer. On the GPU each conv is one dispatch (its input staged and its
-//! prefix carried inside it) and each residual add part of the conv that ends the block.
+//! use true skips; every conv but the first of each model is preceded by an ELU. On the GPU
+//! each conv is one dispatch (its input staged and its prefix carried inside it), each
+//! residual add part of the conv that ends the block, and each ELU applied by the conv that
+//! writes its input where that conv's output has no other reader (a block's inner conv, a
+//! block's end before an up- or downsampling, the decoder's first conv; [`Elu`]: once an
+//! output instead of once a term of every reader), else on load by the conv after it (a
+//! block's first conv, whose input is also the skip).
 
 use super::config::SeanetConfig;
 use super::conv::{Conv1d, Conv1dState, ConvTr1d, ConvTr1dState};
 use crate::error::Result;
-use crate::gpu::{PlanBuilder, Tensor};
+use crate::gpu::{Elu, PlanBuilder, Tensor};
 use crate::weights::TensorSource;
 
 /// `SEANetResnetBlock`: x + conv2(elu(conv1(elu(x)))), conv1 `[dim -> dim / compress]`
@@ -39,9 +43,12 @@ impl ResBlock {
         }
         y
     }
-    fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
-        let h = self.conv1.plan(b, x, false, false, true, None)?;
-        self.conv2.plan(b, &h, false, false, true, Some(x))
+    /// `elu_out`: the block's output goes only to an ELU (the conv after it then loads it
+    /// as it is).
+    fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu_out: bool) -> Result<Tensor> {
+        let store = b.elu_on_store();
+        let h = self.conv1.plan(b, x, false, false, Elu { input: true, output: store }, None)?;
+        self.conv2.plan(b, &h, false, false, Elu { input: !store, output: elu_out }, Some(x))
     }
 }
 
@@ -111,14 +118,22 @@ impl SeanetEncoder {
     /// GPU plan: `pcm` `[1, t]` -> `[t / hop, dimension]`, time-major (the transformer's
     /// layout: the last conv writes it so).
     pub fn plan(&self, b: &mut PlanBuilder<'_>, pcm: &Tensor) -> Result<Tensor> {
-        let mut y = self.init.plan(b, pcm, false, false, false, None)?;
-        for (rb, down) in &self.blocks {
-            for r in rb {
-                y = r.plan(b, &y)?;
+        let store = b.elu_on_store();
+        // `pre`: `y` is stored ELU'd, where its only reader is a down- or the last conv (a
+        // residual block reads its input raw too, for the skip)
+        let block_next = |i: usize| self.blocks.get(i).is_some_and(|(rb, _)| !rb.is_empty());
+        let mut pre = store && !block_next(0);
+        let mut y = self.init.plan(b, pcm, false, false, Elu { input: false, output: pre }, None)?;
+        for (i, (rb, down)) in self.blocks.iter().enumerate() {
+            for (j, r) in rb.iter().enumerate() {
+                pre = store && j + 1 == rb.len();
+                y = r.plan(b, &y, pre)?;
             }
-            y = down.plan(b, &y, false, false, true, None)?;
+            let out = store && !block_next(i + 1);
+            y = down.plan(b, &y, false, false, Elu { input: !pre, output: out }, None)?;
+            pre = out;
         }
-        self.last.plan(b, &y, false, true, true, None)
+        self.last.plan(b, &y, false, true, Elu { input: !pre, output: false }, None)
     }
 }
 
@@ -178,13 +193,20 @@ impl SeanetDecoder {
 
     /// GPU plan: `x` `[t, dimension]` time-major (the transformer's layout) -> `[1, t * hop]`.
     pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor) -> Result<Tensor> {
-        let mut y = self.init.plan(b, x, true, false, false, None)?;
+        let store = b.elu_on_store();
+        // `pre`: `y` is stored ELU'd, where its only reader is an up- or the last conv (a
+        // residual block reads its input raw too, for the skip)
+        let mut pre = store;
+        let mut y = self.init.plan(b, x, true, false, Elu { input: false, output: pre }, None)?;
         for (up, rb) in &self.blocks {
-            y = up.plan(b, &y, true, false)?;
-            for r in rb {
-                y = r.plan(b, &y)?;
+            let out = store && rb.is_empty();
+            y = up.plan(b, &y, Elu { input: !pre, output: out }, false)?;
+            pre = out;
+            for (j, r) in rb.iter().enumerate() {
+                pre = store && j + 1 == rb.len();
+                y = r.plan(b, &y, pre)?;
             }
         }
-        self.last.plan(b, &y, false, false, true, None)
+        self.last.plan(b, &y, false, false, Elu { input: !pre, output: false }, None)
     }
 }
