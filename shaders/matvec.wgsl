@@ -7,10 +7,9 @@
 //   x     : [t, k]
 //   scale : [n]       LayerScale, read when p.residual == 1
 //   y     : [t, n]
-//   ln_w, ln_b : [k]  LayerNorm gain and bias, read where NORM
+//   ln_w, ln_b : [k]  LayerNorm gain and bias, read when p.norm == 1
 //
-// NORM is the pipeline's constant, from the prelude the kernel table puts first
-// (matvec_norm.wgsl, matvec_plain.wgsl). Where NORM the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
+// With p.norm == 1 the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
 // biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
 // each workgroup taking its rows' means and variances in layer_norm.wgsl's summation order
 // (256 lanes, then a tree), so the normed inputs are those that kernel writes.
@@ -29,7 +28,6 @@ struct Params {
     x_offset: u32,
     y_offset: u32,
     accumulate: u32,
-    // (1 on the NORM pipeline, which does not read it)
     norm: u32,
     eps: f32,
     // lanes per output element: 64, 128 or 256
@@ -97,7 +95,7 @@ fn main(
     let k4 = p.k / 4u;
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
-        if (NORM) {
+        if (p.norm == 1u) {
             // the rows' sums, then their squared deviations, in one tree each
             var acc = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
@@ -127,7 +125,7 @@ fn main(
             let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
                 var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
-                if (NORM) {
+                if (p.norm == 1u) {
                     let st = stats[r];
                     xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
                 }

@@ -60,9 +60,7 @@ kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
 kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
-// the f32 linear twice: reading its input as it is, and LayerNorming it on load
-kernel!(MATVEC, "matvec" = ["matvec_plain", "matvec"], [R, R, R, RW, U, R, R]);
-kernel!(MATVEC_NORM, "matvec_norm" = ["matvec_norm", "matvec"], [R, R, R, RW, U, R, R]);
+kernel!(MATVEC, "matvec", [R, R, R, RW, U, R, R]);
 kernel!(ROPE_KV, "rope_kv" = ["frame", "rope_kv"], [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention" = ["frame", "attention"], [R, R, R, R, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION, "rope_attention" = ["frame", "rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
@@ -88,7 +86,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, MATVEC_NORM, ROPE_KV, ATTENTION, ROPE_ATTENTION,
+    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PARTIALS, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
@@ -185,8 +183,7 @@ pub(crate) struct MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub accumulate: u32,
-    /// 1: the input row is LayerNormed on load (gain, bias bound beside it; the pipeline's:
-    /// `MATVEC_NORM`, which the plan builder picks by it)
+    /// 1: the input row is LayerNormed on load (gain, bias bound beside it)
     pub norm: u32,
     pub eps: f32,
     /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)

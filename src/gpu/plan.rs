@@ -1490,8 +1490,7 @@ impl<'a> PlanBuilder<'a> {
         let lanes = self.matvec_lanes.unwrap_or_else(|| matvec_lanes_auto(self.ctx.info.cpu, k, p.norm == 1));
         p.lanes = lanes as u32;
         let pb = self.params(label, &p);
-        let kernel = if p.norm == 1 { &MATVEC_NORM } else { &MATVEC };
-        self.step(kernel, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / lanes)));
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / lanes)));
         Ok(())
     }
 
