@@ -28,7 +28,8 @@
 //   p.partials with p.mode 1 or 2 (t = 1): the residual add also adds the p.partials rows
 //     of n behind y's row (from y_offset + n on) into it.
 // p.partials is at most MAX_PARTIALS, a constant the pipeline's prelude sets
-// (q8_partials_none.wgsl: 0, q8_partials.wgsl: 8).
+// (q8_partials_none.wgsl: 0, q8_partials.wgsl: 8). p.input 4 is the pipeline's too: PACKED,
+// from q8_input_packed.wgsl (true) or q8_input_staged.wgsl.
 //   p.input 4 (t = 1): x holds a row of k inputs already quantized as the chunks below
 //     quantize it: units u of [hi: vec4<u32>, lo: vec4<u32>] at vec4s 2 u, 2 u + 1, then
 //     k / 16 scales (f32 bits) from u32 8 k / 16, the row padded to whole vec4s. Nothing is staged: each lane reads its
@@ -40,7 +41,7 @@
 // k must be a multiple of 32 and n of 4.
 
 // after q8_blocks.wgsl (quants, scales), q8_linear.wgsl (Params, alpha, p, norm_out) and
-// a prelude that sets MAX_PARTIALS
+// the preludes that set MAX_PARTIALS and PACKED
 @group(0) @binding(2) var<storage, read> x: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<u32>;
 
@@ -191,7 +192,7 @@ fn main(
     let ri = rows_of(i0);
     var acc = vec4<f32>(0.0);
     var sq = 0.0;
-    if (p.input == 4u) {
+    if (PACKED) {
         if (valid) {
             var u = lane;
             for (; u + lanes < nu; u += 2u * lanes) {
@@ -202,7 +203,7 @@ fn main(
             }
         }
     }
-    for (var c0 = 0u; c0 < nu && p.input != 4u; c0 += CHUNK) {
+    for (var c0 = 0u; c0 < nu && !PACKED; c0 += CHUNK) {
         let units = min(CHUNK, nu - c0);
         workgroupBarrier();
         if (live && lid < units) {

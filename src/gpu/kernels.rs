@@ -74,8 +74,12 @@ kernel!(VQ_SEARCH, "vq_search", [R, RW, RW, RW, U]);
 kernel!(VQ_DECODE, "vq_decode", [R, R, RW, U]);
 kernel!(VQ_DECODE_PROJ, "vq_decode_proj", [R, R, R, RW, U]);
 kernel!(Q8_MATVEC, "q8_matvec" = ["q8_blocks", "q8_linear", "q8_matvec"], [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4" = ["q8_blocks", "q8_linear", "q8_partials_none", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
-kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = ["q8_blocks", "q8_linear", "q8_partials", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
+// the i8 kernel with and without partial rows, each for an input it quantizes and one
+// quantized already (`_packed`, p.input 4)
+kernel!(Q8_MATVEC_DOT4, "q8_matvec_dot4" = ["q8_blocks", "q8_linear", "q8_partials_none", "q8_input_staged", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4_PACKED, "q8_matvec_dot4_packed" = ["q8_blocks", "q8_linear", "q8_partials_none", "q8_input_packed", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4_PARTIALS, "q8_matvec_dot4_partials" = ["q8_blocks", "q8_linear", "q8_partials", "q8_input_staged", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
+kernel!(Q8_MATVEC_DOT4_PARTIALS_PACKED, "q8_matvec_dot4_partials_packed" = ["q8_blocks", "q8_linear", "q8_partials", "q8_input_packed", "q8_matvec_dot4"], [R, R, R, R, RW, U, RW]);
 kernel!(RMS_NORM, "rms_norm", [R, R, RW, U]);
 kernel!(SILU_GATE, "silu_gate", [R, RW, U]);
 kernel!(EMBED_SUM, "embed_sum", [R, R, RW, U]);
@@ -88,7 +92,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 pub const KERNELS: &[Kernel] = &[
     CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
-    Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PARTIALS, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
+    Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PACKED, Q8_MATVEC_DOT4_PARTIALS, Q8_MATVEC_DOT4_PARTIALS_PACKED, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
 
 /// Threads per workgroup of the element-wise kernels (`@workgroup_size(64)`).
@@ -183,7 +187,8 @@ pub(crate) struct MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub accumulate: u32,
-    /// 1: the input row is LayerNormed on load (gain, bias bound beside it)
+    /// 1: the input row is LayerNormed on load (gain, bias bound beside it; the pipeline's:
+    /// `MATVEC_NORM`, which the plan builder picks by it)
     pub norm: u32,
     pub eps: f32,
     /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)

@@ -2137,8 +2137,12 @@ impl<'a> PlanBuilder<'a> {
         };
         let norm_out = norm_out.unwrap_or(&dummy);
         let kernel = match self.q8_dot {
-            Q8Dot::I8 if partials > 0 => &Q8_MATVEC_DOT4_PARTIALS,
-            Q8Dot::I8 => &Q8_MATVEC_DOT4,
+            Q8Dot::I8 => match (partials > 0, mode == 4) {
+                (true, true) => &Q8_MATVEC_DOT4_PARTIALS_PACKED,
+                (true, false) => &Q8_MATVEC_DOT4_PARTIALS,
+                (false, true) => &Q8_MATVEC_DOT4_PACKED,
+                (false, false) => &Q8_MATVEC_DOT4,
+            },
             Q8Dot::F32 => &Q8_MATVEC,
         };
         if quants.size() + scales.size() <= self.prefetch_max {
