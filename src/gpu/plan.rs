@@ -394,13 +394,20 @@ impl From<bool> for Elu {
 /// ELU on its reader's loads (for measurements), `store` or unset moves them; any other
 /// value is an [`Error::Input`]. On the web always `store`.
 pub fn elu_on_store_from_env() -> Result<bool> {
+    env_switch("INFERENCELAYER_CONV_ELU", "store", "load")
+}
+
+/// A switch for measurements in the environment variable `var`: `on`, empty or unset (and
+/// always on the web) `true`, `off` `false`, any other value an [`Error::Input`].
+fn env_switch(var: &str, on: &str, off: &str) -> Result<bool> {
     if cfg!(target_arch = "wasm32") {
         return Ok(true);
     }
-    match std::env::var("INFERENCELAYER_CONV_ELU").as_deref().map(str::trim) {
-        Err(_) | Ok("") | Ok("store") => Ok(true),
-        Ok("load") => Ok(false),
-        Ok(v) => Err(Error::Input(format!("INFERENCELAYER_CONV_ELU must be store or load, got {v:?}"))),
+    match std::env::var(var).as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(true),
+        Ok(v) if v == on => Ok(true),
+        Ok(v) if v == off => Ok(false),
+        Ok(v) => Err(Error::Input(format!("{var} must be {on} or {off}, got {v:?}"))),
     }
 }
 
@@ -982,14 +989,7 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
 /// keeps the two dispatches (for measurements), `fused` or unset takes it; any other value
 /// is an [`Error::Input`]. On the web always fused.
 pub fn out_proj_fused_from_env() -> Result<bool> {
-    if cfg!(target_arch = "wasm32") {
-        return Ok(true);
-    }
-    match std::env::var("INFERENCELAYER_OUT_PROJ").as_deref().map(str::trim) {
-        Err(_) | Ok("") | Ok("fused") => Ok(true),
-        Ok("apart") => Ok(false),
-        Ok(v) => Err(Error::Input(format!("INFERENCELAYER_OUT_PROJ must be fused or apart, got {v:?}"))),
-    }
+    env_switch("INFERENCELAYER_OUT_PROJ", "fused", "apart")
 }
 
 /// Most partial rows a residual row holds behind it for the i8 kernel
