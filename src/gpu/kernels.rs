@@ -187,8 +187,7 @@ pub(crate) struct MatvecParams {
     pub x_offset: u32,
     pub y_offset: u32,
     pub accumulate: u32,
-    /// 1: the input row is LayerNormed on load (gain, bias bound beside it; the pipeline's:
-    /// `MATVEC_NORM`, which the plan builder picks by it)
+    /// 1: the input row is LayerNormed on load (gain, bias bound beside it)
     pub norm: u32,
     pub eps: f32,
     /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)
