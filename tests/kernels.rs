@@ -81,7 +81,7 @@ mod oracles {
     //! with its overlap tail, over several frames; the LayerNorm-fused linear; rope, KV push
     //! and attention of several steps in one dispatch, across ring wraps.
     use inferencelayer::gpu::{ConvKernel, Elu, FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
-    use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
+    use inferencelayer::mimi::conv::{elu1, Conv1d, ConvTr1d};
 
     struct Lcg(u64);
     impl Lcg {
@@ -112,15 +112,6 @@ mod oracles {
 
     fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
         (0..cols * rows).map(|i| x[(i % rows) * cols + i / rows]).collect()
-    }
-
-    /// ELU with alpha 1 (torch.nn.ELU), as the CPU oracle applies it on load
-    fn elu_f32(v: f32) -> f32 {
-        if v > 0.0 {
-            v
-        } else {
-            v.exp_m1()
-        }
     }
 
     /// (in_c, out_c, k, stride, dilation, groups, t, elu, time_major (in, out), replicate,
@@ -218,7 +209,7 @@ mod oracles {
                                 want.iter_mut().zip(&rs).for_each(|(w, r)| *w += r);
                             }
                             if i % 2 == 1 {
-                                want.iter_mut().for_each(|w| *w = elu_f32(*w));
+                                want.iter_mut().for_each(|w| *w = elu1(*w));
                             }
                             let mut got = ctx.read_f32(&y.buf, out_c * t_out).await.unwrap();
                             if time_major_out {
@@ -298,7 +289,7 @@ mod oracles {
                         replay(&ctx, &plan);
                         let mut want = convtr.step(&mut st, &xs, elu);
                         if i % 2 == 1 {
-                            want.iter_mut().for_each(|w| *w = elu_f32(*w));
+                            want.iter_mut().for_each(|w| *w = elu1(*w));
                         }
                         let mut got = ctx.read_f32(&y.buf, out_c * ts).await.unwrap();
                         if time_major_out {

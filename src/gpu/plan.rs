@@ -1103,11 +1103,6 @@ impl<'a> PlanBuilder<'a> {
         self.elu_on_store
     }
 
-    /// Move ELUs to the convs that write their inputs from now on, or not ([`Self::elu_on_store`]).
-    pub fn set_elu_on_store(&mut self, on: bool) {
-        self.elu_on_store = on;
-    }
-
     /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::from_env`]'s
     /// until set).
     pub fn set_conv_kernel(&mut self, kernel: ConvKernel) {
@@ -1316,15 +1311,14 @@ impl<'a> PlanBuilder<'a> {
         let frame = self.frame.clone();
         let bufs = [spec.w, &b, &x.buf, &prev, &res, &y.buf, &pb, &frame];
         let label = spec.name.to_string();
-        match kernel {
-            ConvKernel::Tiled => {
-                let tiles = spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt);
-                self.step(if elu.input { &CONV1D_TILED_ELU } else { &CONV1D_TILED }, label, &bufs, grid_for(tiles));
-            }
-            ConvKernel::Lanes => self.step(if elu.input { &CONV1D_LANES_ELU } else { &CONV1D_LANES }, label, &bufs, grid_for(outputs.div_ceil(256 / lanes))),
+        // each kernel's pipeline with or without the ELU on load, and its workgroups
+        let (pipelines, groups) = match kernel {
+            ConvKernel::Tiled => ([&CONV1D_TILED, &CONV1D_TILED_ELU], spec.groups * (spec.out_c / spec.groups).div_ceil(to) * t_out.div_ceil(tt)),
+            ConvKernel::Lanes => ([&CONV1D_LANES, &CONV1D_LANES_ELU], outputs.div_ceil(256 / lanes)),
             // (Auto is resolved above)
-            ConvKernel::Reduce | ConvKernel::Auto => self.step(if elu.input { &CONV1D_REDUCE_ELU } else { &CONV1D_REDUCE }, label, &bufs, grid_for(outputs)),
-        }
+            ConvKernel::Reduce | ConvKernel::Auto => ([&CONV1D_REDUCE, &CONV1D_REDUCE_ELU], outputs),
+        };
+        self.step(pipelines[elu.input as usize], label, &bufs, grid_for(groups));
         Ok(y)
     }
 

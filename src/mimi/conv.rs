@@ -292,7 +292,7 @@ fn upload(b: &PlanBuilder<'_>, name: &str, w: &[f32], bias: Option<&[f32]>) -> R
 }
 
 /// ELU with alpha 1 (torch.nn.ELU).
-pub(crate) fn elu1(v: f32) -> f32 {
+pub fn elu1(v: f32) -> f32 {
     if v > 0.0 {
         v
     } else {
