@@ -3,6 +3,9 @@
 //   x : [rows, dim]   w, b : [dim]   y : [rows, dim]
 //
 // y = (x - mean) / sqrt(var + eps) * w + b, with the biased variance, as torch computes it.
+// The mean and variance come from one tree over the sums of d and d * d, d = x - x[row, 0]
+// (shifted by the row's first value, so that a mean far from zero does not cancel the
+// variance away): mean = x[row, 0] + sum(d) / dim, var = sum(d * d) / dim - (sum(d) / dim)^2.
 
 struct Params {
     dim: u32,
@@ -17,9 +20,10 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<vec2<f32>, 256>;
 
-fn reduce_sum(lid: u32, v: f32) -> f32 {
+// The sums of each thread's (d, d * d) over all 256 threads, in one tree.
+fn reduce_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
     red[lid] = v;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -33,22 +37,25 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
     return total;
 }
 
+// (mean, 1 / sqrt(var + eps)) from the row's first value and the sums of (d, d * d) over
+// its n values, d = x - first
+fn norm_stats(first: f32, sums: vec2<f32>, n: f32, eps: f32) -> vec2<f32> {
+    let m = sums / n;
+    return vec2<f32>(first + m.x, 1.0 / sqrt(max(m.y - m.x * m.x, 0.0) + eps));
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
     let base = wid.x * p.dim;
-    var acc = 0.0;
+    let first = x[base];
+    var acc = vec2<f32>(0.0);
     for (var i = lid; i < p.dim; i += 256u) {
-        acc += x[base + i];
+        let d = x[base + i] - first;
+        acc += vec2<f32>(d, d * d);
     }
-    let mean = reduce_sum(lid, acc) / f32(p.dim);
-    var vacc = 0.0;
+    let st = norm_stats(first, reduce_sum2(lid, acc), f32(p.dim), p.eps);
     for (var i = lid; i < p.dim; i += 256u) {
-        let d = x[base + i] - mean;
-        vacc += d * d;
-    }
-    let inv = 1.0 / sqrt(reduce_sum(lid, vacc) / f32(p.dim) + p.eps);
-    for (var i = lid; i < p.dim; i += 256u) {
-        y[base + i] = (x[base + i] - mean) * inv * w[i] + b[i];
+        y[base + i] = (x[base + i] - st.x) * st.y * w[i] + b[i];
     }
 }

@@ -11,8 +11,9 @@
 //
 // With p.norm == 1 the input row is LayerNormed as it is read (torch.nn.LayerNorm, affine,
 // biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
-// each workgroup taking its rows' means and variances in layer_norm.wgsl's summation order
-// (256 lanes, then a tree), so the normed inputs are those that kernel writes.
+// each workgroup taking its rows' means and variances as layer_norm.wgsl does (the sums of
+// d = x - x[r, 0] and d * d over 256 lanes, then one tree), so the normed inputs are those
+// that kernel writes.
 // v = sum_j w[i, j] * x[r, j]; v = gelu(v) when p.gelu == 1 (exact erf GELU, torch's
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
@@ -49,25 +50,35 @@ var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
 var<workgroup> lred: array<vec4<f32>, 256>;
+var<workgroup> lred2: array<vec4<f32>, 256>;
 
 fn xs(e: u32) -> f32 {
     return x[e / 4u][e % 4u];
 }
 
-// layer_norm.wgsl's reduce_sum, over all 256 threads, for up to 4 rows at once (one per
-// component: each row summed in that kernel's order)
-fn reduce_sum4(lid: u32, v: vec4<f32>) -> vec4<f32> {
+// layer_norm.wgsl's reduce_sum2, over all 256 threads, for up to 4 rows at once (one per
+// component: each row's sums of d and of d * d in that kernel's order, in one tree)
+fn reduce_sum4x2(lid: u32, v: vec4<f32>, v2: vec4<f32>) -> array<vec4<f32>, 2> {
     lred[lid] = v;
+    lred2[lid] = v2;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             lred[lid] += lred[lid + s];
+            lred2[lid] += lred2[lid + s];
         }
         workgroupBarrier();
     }
-    let total = lred[0];
+    let total = array<vec4<f32>, 2>(lred[0], lred2[0]);
     workgroupBarrier();
     return total;
+}
+
+// (mean, 1 / sqrt(var + eps)) from the row's first value and the sums of (d, d * d) over
+// its n values, d = x - first (layer_norm.wgsl's)
+fn norm_stats(first: f32, sums: vec2<f32>, n: f32, eps: f32) -> vec2<f32> {
+    let m = sums / n;
+    return vec2<f32>(first + m.x, 1.0 / sqrt(max(m.y - m.x * m.x, 0.0) + eps));
 }
 
 // erf, Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7): WGSL has no erf.
@@ -96,26 +107,22 @@ fn main(
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
         if (p.norm == 1u) {
-            // the rows' sums, then their squared deviations, in one tree each
+            // the rows' sums of d = x - x[r, 0] and of d * d, in one tree
+            var first = vec4<f32>(0.0);
             var acc = vec4<f32>(0.0);
+            var acc2 = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
                 let xo = p.x_offset + (r0 + r) * p.k;
+                first[r] = xs(xo);
                 for (var j = lid; j < p.k; j += 256u) {
-                    acc[r] += xs(xo + j);
+                    let d = xs(xo + j) - first[r];
+                    acc[r] += d;
+                    acc2[r] += d * d;
                 }
             }
-            let mean = reduce_sum4(lid, acc) / f32(p.k);
-            var vacc = vec4<f32>(0.0);
-            for (var r = 0u; r < rows; r++) {
-                let xo = p.x_offset + (r0 + r) * p.k;
-                for (var j = lid; j < p.k; j += 256u) {
-                    let d = xs(xo + j) - mean[r];
-                    vacc[r] += d * d;
-                }
-            }
-            let inv = 1.0 / sqrt(reduce_sum4(lid, vacc) / f32(p.k) + p.eps);
+            let sums = reduce_sum4x2(lid, acc, acc2);
             if (lid < rows) {
-                stats[lid] = vec2<f32>(mean[lid], inv[lid]);
+                stats[lid] = norm_stats(first[lid], vec2<f32>(sums[0][lid], sums[1][lid]), f32(p.k), p.eps);
             }
             workgroupBarrier();
         }

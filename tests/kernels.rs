@@ -307,8 +307,9 @@ mod oracles {
     /// fused kernel sums in the LayerNorm kernel's order), and both the f64 oracle, at a
     /// width below one LayerNorm workgroup (96), one of two passes (512) and a tail (600),
     /// on 2, 3 and 5 time rows (two groups of 4), with 64, 128 and 256 lanes an output
-    /// (`PlanBuilder::set_matvec_lanes`); a width or input offset off a multiple of 4 is
-    /// refused, and so is a lane count the kernel does not take.
+    /// (`PlanBuilder::set_matvec_lanes`), and rows whose mean (100) is far from zero beside
+    /// their spread (the one tree of sums keeps their variance); a width or input offset off
+    /// a multiple of 4 is refused, and so is a lane count the kernel does not take.
     #[test]
     fn layer_norm_fused_linear_equals_the_two_dispatches() {
         pollster::block_on(async {
@@ -317,7 +318,8 @@ mod oracles {
             let (n, eps) = (41usize, 1e-5f32);
             // (time rows, width): more than one group of 4 rows
             for (lanes, (t, k)) in [64usize, 128, 256].into_iter().flat_map(|l| [(2usize, 96usize), (2, 512), (5, 600), (3, 100)].map(|c| (l, c))) {
-                let xs: Vec<f32> = rng.vec(t * k).iter().map(|v| 3.0 * v + 0.5).collect();
+                let mean = if k == 100 { 100.0 } else { 0.5 };
+                let xs: Vec<f32> = rng.vec(t * k).iter().map(|v| 3.0 * v + mean).collect();
                 let (lw, lb, w, scale) = (rng.vec(k), rng.vec(k), rng.vec(n * k), rng.vec(n));
                 let y0 = rng.vec(t * n);
                 let x = Tensor { buf: ctx.storage_f32("x", &xs).unwrap(), shape: vec![t, k] };
