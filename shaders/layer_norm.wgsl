@@ -3,6 +3,7 @@
 //   x : [rows, dim]   w, b : [dim]   y : [rows, dim]
 //
 // y = (x - mean) / sqrt(var + eps) * w + b, with the biased variance, as torch computes it.
+// After layer_norm_stats.wgsl (norm_stats), which the kernel table prepends.
 // The mean and variance come from one tree over the sums of d and d * d, d = x - x[row, 0]
 // (shifted by the row's first value, so that a mean far from zero does not cancel the
 // variance away): mean = x[row, 0] + sum(d) / dim, var = sum(d * d) / dim - (sum(d) / dim)^2.
@@ -35,13 +36,6 @@ fn reduce_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
     let total = red[0];
     workgroupBarrier();
     return total;
-}
-
-// (mean, 1 / sqrt(var + eps)) from the row's first value and the sums of (d, d * d) over
-// its n values, d = x - first
-fn norm_stats(first: f32, sums: vec2<f32>, n: f32, eps: f32) -> vec2<f32> {
-    let m = sums / n;
-    return vec2<f32>(first + m.x, 1.0 / sqrt(max(m.y - m.x * m.x, 0.0) + eps));
 }
 
 @compute @workgroup_size(256)

@@ -13,7 +13,7 @@
 // biased variance: x[r, j] -> (x[r, j] - mean) / sqrt(var + p.eps) * ln_w[j] + ln_b[j]),
 // each workgroup taking its rows' means and variances as layer_norm.wgsl does (the sums of
 // d = x - x[r, 0] and d * d over 256 lanes, then one tree), so the normed inputs are those
-// that kernel writes.
+// that kernel writes (norm_stats: layer_norm_stats.wgsl, which the kernel table prepends).
 // v = sum_j w[i, j] * x[r, j]; v = gelu(v) when p.gelu == 1 (exact erf GELU, torch's
 // F.gelu default); then y[r, i] = v, or y[r, i] += scale[i] * v when p.residual == 1
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
@@ -72,13 +72,6 @@ fn reduce_sum4x2(lid: u32, v: vec4<f32>, v2: vec4<f32>) -> array<vec4<f32>, 2> {
     let total = array<vec4<f32>, 2>(lred[0], lred2[0]);
     workgroupBarrier();
     return total;
-}
-
-// (mean, 1 / sqrt(var + eps)) from the row's first value and the sums of (d, d * d) over
-// its n values, d = x - first (layer_norm.wgsl's)
-fn norm_stats(first: f32, sums: vec2<f32>, n: f32, eps: f32) -> vec2<f32> {
-    let m = sums / n;
-    return vec2<f32>(first + m.x, 1.0 / sqrt(max(m.y - m.x * m.x, 0.0) + eps));
 }
 
 // erf, Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7): WGSL has no erf.

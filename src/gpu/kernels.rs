@@ -59,8 +59,8 @@ kernel!(CONV1D_LANES_ELU, "conv1d_lanes_elu" = ["frame", "conv1d_common", "conv1
 kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R, R, R, RW, RW, U, U]);
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
-kernel!(LAYER_NORM, "layer_norm", [R, R, R, RW, U]);
-kernel!(MATVEC, "matvec", [R, R, R, RW, U, R, R]);
+kernel!(LAYER_NORM, "layer_norm" = ["layer_norm_stats", "layer_norm"], [R, R, R, RW, U]);
+kernel!(MATVEC, "matvec" = ["layer_norm_stats", "matvec"], [R, R, R, RW, U, R, R]);
 kernel!(ROPE_KV, "rope_kv" = ["frame", "rope_kv"], [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention" = ["frame", "attention"], [R, R, R, R, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION, "rope_attention" = ["frame", "rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
