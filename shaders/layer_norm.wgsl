@@ -3,10 +3,8 @@
 //   x : [rows, dim]   w, b : [dim]   y : [rows, dim]
 //
 // y = (x - mean) / sqrt(var + eps) * w + b, with the biased variance, as torch computes it.
-// After layer_norm_stats.wgsl (norm_stats), which the kernel table prepends.
-// The mean and variance come from one tree over the sums of d and d * d, d = x - x[row, 0]
-// (shifted by the row's first value, so that a mean far from zero does not cancel the
-// variance away): mean = x[row, 0] + sum(d) / dim, var = sum(d * d) / dim - (sum(d) / dim)^2.
+// The mean and variance from one tree over the sums of d = x - x[row, 0] and d * d:
+// norm_stats in layer_norm_stats.wgsl, which the kernel table prepends.
 
 struct Params {
     dim: u32,

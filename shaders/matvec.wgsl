@@ -50,26 +50,26 @@ var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
 var<workgroup> lred: array<vec4<f32>, 256>;
-var<workgroup> lred2: array<vec4<f32>, 256>;
 
 fn xs(e: u32) -> f32 {
     return x[e / 4u][e % 4u];
 }
 
 // layer_norm.wgsl's reduce_sum2, over all 256 threads, for up to 4 rows at once (one per
-// component: each row's sums of d and of d * d in that kernel's order, in one tree)
+// component: each row's sums of d and of d * d in that kernel's order, in one tree). The
+// sums of d * d go through `red`, which holds nothing until the dot products after it.
 fn reduce_sum4x2(lid: u32, v: vec4<f32>, v2: vec4<f32>) -> array<vec4<f32>, 2> {
     lred[lid] = v;
-    lred2[lid] = v2;
+    red[lid] = v2;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             lred[lid] += lred[lid + s];
-            lred2[lid] += lred2[lid + s];
+            red[lid] += red[lid + s];
         }
         workgroupBarrier();
     }
-    let total = array<vec4<f32>, 2>(lred[0], lred2[0]);
+    let total = array<vec4<f32>, 2>(lred[0], red[0]);
     workgroupBarrier();
     return total;
 }
