@@ -31,7 +31,7 @@ mod native {
     use crate::common::{self, median, Lcg};
     use inferencelayer::moshi::LmConfig;
     use inferencelayer::weights::q8::Q8Tensor;
-    use std::collections::HashMap;
+    use std::collections::{hash_map::Entry, HashMap};
     use wgpu::util::DeviceExt;
 
     const PLAIN: &str = concat!(include_str!("../shaders/q8_blocks.wgsl"), include_str!("../shaders/q8_study.wgsl"));
@@ -214,7 +214,7 @@ mod native {
             }
             for v in variants {
                 let key = (v.decode, v.lanes, v.unroll);
-                if !pipelines.contains_key(&key) {
+                if let Entry::Vacant(e) = pipelines.entry(key) {
                     let constants = [("DECODE", v.decode as f64), ("UNROLL", v.unroll as f64), ("LANES", v.lanes as f64)];
                     let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                         label: None,
@@ -224,7 +224,7 @@ mod native {
                         compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, ..Default::default() },
                         cache: None,
                     });
-                    pipelines.insert(key, pipeline);
+                    e.insert(pipeline);
                 }
                 let pipeline = &pipelines[&key];
                 let layout = pipeline.get_bind_group_layout(0);

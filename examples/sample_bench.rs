@@ -72,7 +72,7 @@ mod native {
         let rb = Readback::new(&ctx, (4 * IN_PASS) as u64);
         let mut rng = Lcg(0x3e1f_0c55);
         println!("per dispatch of {IN_PASS} in one pass (a barrier between dispatches), median of {} passes", REPS - 1);
-        println!("{:<8}{:>7}{:>7}{:>7}  {:<6}{:>12}{:>12}{:>8}  {}", "draw", "n", "top_k", "temp", "logits", "radix8 us", "sample us", "ratio", "tokens");
+        println!("{:<8}{:>7}{:>7}{:>7}  {:<6}{:>12}{:>12}{:>8}  tokens", "draw", "n", "top_k", "temp", "logits", "radix8 us", "sample us", "ratio");
         let rows = [
             ("text", 32000usize, 25usize, 0.7f32, false),
             ("text", 32000, 0, 0.0, false),

@@ -238,7 +238,8 @@ fn limits_too_small_are_refused_before_a_byte_is_read() {
         let c = &g.config;
         let ckpt = lm_checkpoint_bytes(c);
         // (binding, buffer) -> (limit, bytes needed, what the message names)
-        let cases: [((u64, u64), (&str, u64, &str)); 3] = [
+        type Case = ((u64, u64), (&'static str, u64, &'static str));
+        let cases: [Case; 3] = [
             ((32 << 10, 32 << 10), (MAX_STORAGE_BINDING, 90_112, "transformer.layers.0.gating.linear_in.weight.quants")),
             ((1 << 20, 64 << 10), (MAX_BUFFER, 90_112, "transformer.layers.0.gating.linear_in.weight.quants")),
             ((256, 256), (MAX_STORAGE_BINDING, 512, "one row of table `emb`")),

@@ -159,7 +159,7 @@ fn bad_checkpoints_are_refused_naming_the_tensor_and_nothing_is_kept() {
         let mut wide = c.clone();
         wide.card = 32;
         let mut loader = LmLoader::new(ctx.clone(), &wide, Some(good.len() as u64)).unwrap();
-        let e = push_all(&mut loader, &good, 1).err().expect("card 32 must not load a card-64 checkpoint");
+        let e = push_all(&mut loader, &good, 1).expect_err("card 32 must not load a card-64 checkpoint");
         assert!(matches!(&e, Error::Shape { name, expected, found } if name.contains("emb") || name.starts_with("linears") && expected != found), "{e:?}");
         assert_eq!(loader.bytes_written(), 0, "nothing may be uploaded before the header is accepted");
         assert!(loader.into_weights().is_err());
@@ -193,7 +193,7 @@ fn bad_checkpoints_are_refused_naming_the_tensor_and_nothing_is_kept() {
         let mut loader = LmLoader::with_part_bytes(ctx.clone(), c, None, PART_BYTES).unwrap();
         push_all(&mut loader, cut, 5).unwrap();
         assert!(loader.bytes_written() > 0);
-        let e = loader.finish().err().expect("a truncated stream must not finish");
+        let e = loader.finish().expect_err("a truncated stream must not finish");
         assert!(matches!(&e, Error::Stream { tensor: Some(_), why, .. } if why.contains("truncated")), "{e:?}");
         eprintln!("truncated: {e}");
         assert!(loader.into_weights().is_err(), "a truncated load must hand out nothing");
@@ -203,7 +203,7 @@ fn bad_checkpoints_are_refused_naming_the_tensor_and_nothing_is_kept() {
         let mut wide = c.clone();
         wide.depformer_num_layers = 3;
         let mut loader = LmLoader::new(ctx.clone(), &wide, Some(gguf.len() as u64)).unwrap();
-        let e = push_all(&mut loader, &gguf, 2).err().expect("3 depformer layers must not load a 2-layer GGUF");
+        let e = push_all(&mut loader, &gguf, 2).expect_err("3 depformer layers must not load a 2-layer GGUF");
         assert!(matches!(&e, Error::MissingTensor(n) if n.starts_with("depformer.") && n.contains(".transformer.layers.2.")), "{e:?}");
         eprintln!("GGUF, config disagrees: {e}");
         expect_refused(&ctx, &g, &gguf[..gguf.len() - 100], |e| matches!(e, Error::Stream { format: "GGUF", tensor: Some(_), .. }), "GGUF truncated");

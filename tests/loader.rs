@@ -1040,7 +1040,7 @@ fn mimi_loader_gives_the_weights_of_the_in_memory_reader() {
         kept.iter().zip(&data).map(|(t, d)| (t.0.clone(), TensorView::new(Dtype::F32, t.1.clone(), d).unwrap())).collect();
     let file = safetensors::serialize(views, None).unwrap();
     let mut loader = MimiLoader::new(&config, Some(file.len() as u64)).unwrap();
-    let e = file.chunks(1 << 16).try_for_each(|c| loader.push(c)).and_then(|_| loader.finish()).err().expect("refused");
+    let e = file.chunks(1 << 16).try_for_each(|c| loader.push(c)).and_then(|_| loader.finish()).expect_err("refused");
     assert!(matches!(&e, Error::MissingTensor(n) if n == missing), "{e:?}");
     assert!(loader.into_weights().is_err(), "a failed load hands out nothing");
 }

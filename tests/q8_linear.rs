@@ -53,7 +53,7 @@ fn matvec(w: &[f64], n: usize, k: usize, x: &[f64]) -> Vec<f64> {
 fn q8_linears_match_the_oracle_plain_gated_and_normed() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
-        let mut rng = Lcg(0x5eed_0f_0a8);
+        let mut rng = Lcg(0x5_eed0_f0a8);
         let kernels = [
             Q8Kernel::Blocks,
             Q8Kernel::Auto,
@@ -143,7 +143,7 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
 fn residual_adds_prepare_the_next_rmsnorm() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
-        let mut rng = Lcg(0x0a0d_0f_0a8);
+        let mut rng = Lcg(0x0_a0d0_f0a8);
         let (m, k1, n) = (1024usize, 352usize, 96usize);
         let cases = [(Q8Kernel::Blocks, false), (Q8Kernel::Blocks, true), (Q8Kernel::Auto, false), (Q8Kernel::Auto, true)];
         for (kernel, gated, dot) in [Q8Dot::F32, Q8Dot::I8].into_iter().flat_map(|dot| cases.map(|(k, g)| (k, g, dot))) {
@@ -228,7 +228,7 @@ fn unpack_gated(words: &[u32], dim: usize) -> Vec<f64> {
 fn gated_ffn_rows_match_the_oracle() {
     pollster::block_on(async {
         let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
-        let mut rng = Lcg(0x9a7e_0f_0a8);
+        let mut rng = Lcg(0x9_a7e0_f0a8);
         let kernels = [Q8Kernel::Auto, Q8Kernel::Blocks, Q8Kernel::Fixed { lanes: 8 }, Q8Kernel::Fixed { lanes: 64 }, Q8Kernel::Fixed { lanes: 256 }];
         let mut cases: Vec<(usize, usize, usize, Q8Kernel, bool)> = Vec::new();
         for q in kernels {

@@ -208,7 +208,8 @@ fn gpu_draws_follow_the_rule_exactly() {
         let ctx = GpuContext::new().await.expect("adapter");
         let mut rng = Lcg(0x5a3c_91e7);
         // (n, distribution, draws as (top_k, temperature))
-        let mut cases: Vec<(usize, &str, Vec<(usize, f32)>)> = Vec::new();
+        type Draws = Vec<(usize, f32)>;
+        let mut cases: Vec<(usize, &str, Draws)> = Vec::new();
         let moshi = vec![(25, 0.7), (250, 0.8), (1, 0.7), (300, 0.8), (0, 0.7), (0, 0.0)];
         for kind in ["lm", "masked", "ties", "flat"] {
             for n in [32000usize, 2048] {

@@ -95,15 +95,15 @@ async fn the_bindings_refuse_malformed_input_with_an_error() {
 
     // mimiCpuRoundtrip: bad bytes, bad configs, partial frames
     for bytes in bad_checkpoints(&base, &mut rng) {
-        message(mimi_cpu_roundtrip(&bytes, Some(TINY_MIMI.into()), &[0.0; 1920]).err().expect("bad bytes accepted"));
+        message(mimi_cpu_roundtrip(&bytes, Some(TINY_MIMI.into()), &[0.0; 1920]).expect_err("bad bytes accepted"));
         count("mimiCpuRoundtrip");
     }
     for config in bad_configs() {
-        message(mimi_cpu_roundtrip(&base, Some(config), &[0.0; 1920]).err().expect("bad config accepted"));
+        message(mimi_cpu_roundtrip(&base, Some(config), &[0.0; 1920]).expect_err("bad config accepted"));
         count("mimiCpuRoundtrip");
     }
     for n in [1, 1919, 1921, 3839] {
-        message(mimi_cpu_roundtrip(&base, Some(TINY_MIMI.into()), &vec![0.0; n]).err().expect("a partial frame accepted"));
+        message(mimi_cpu_roundtrip(&base, Some(TINY_MIMI.into()), &vec![0.0; n]).expect_err("a partial frame accepted"));
         count("mimiCpuRoundtrip");
     }
 
@@ -136,11 +136,11 @@ async fn the_bindings_refuse_malformed_input_with_an_error() {
     let mut codec = MimiCodec::create(base.clone(), Some(TINY_MIMI.into())).await.map_err(message).expect("the tiny codec");
     let fs = codec.frame_size();
     for n in [0, 1, fs - 1, fs + 1, 2 * fs] {
-        message(codec.encode(vec![0.1; n]).await.err().expect("a wrong-length frame accepted"));
+        message(codec.encode(vec![0.1; n]).await.expect_err("a wrong-length frame accepted"));
         count("MimiCodec.encode");
     }
     for codes in [vec![], vec![0; 3], vec![0; 5], vec![16, 0, 0, 0], vec![0, 0, 0, u32::MAX]] {
-        message(codec.decode(codes).await.err().expect("bad codes accepted"));
+        message(codec.decode(codes).await.expect_err("bad codes accepted"));
         count("MimiCodec.decode");
     }
     let pcm: Vec<f32> = (0..fs).map(|i| 0.2 * (i as f32 * 0.05).sin()).collect();

@@ -256,6 +256,9 @@ pub fn frame_submits(dispatches: usize) -> usize {
     }
 }
 
+/// The plans' ids and the epilogue's buffers a frame's parts were recorded for.
+type RecordedFor = (Vec<u64>, Vec<wgpu::Buffer>);
+
 /// A frame's replay recorded ahead, during the frame before: the steps' pipelines and bind
 /// groups are fixed and the per-frame values (tokens, the frame uniform) go in by
 /// `write_buffer` before the submit, so a frame's commands never change. The first frame
@@ -264,8 +267,8 @@ pub fn frame_submits(dispatches: usize) -> usize {
 /// frame before (as [`submits_from_env`] cuts them), so the CPU's recording is off the
 /// frame's path.
 pub struct FrameRecorder {
-    /// the plans' ids and the epilogue's buffers the parts were recorded for, and the parts
-    ahead: Option<((Vec<u64>, Vec<wgpu::Buffer>), Vec<wgpu::CommandBuffer>)>,
+    /// what the parts were recorded for, and the parts
+    ahead: Option<(RecordedFor, Vec<wgpu::CommandBuffer>)>,
     one: bool,
 }
 
@@ -465,6 +468,16 @@ enum Q8Out<'b> {
     AddNormed(&'b wgpu::Buffer),
     /// A SiLU-gated FFN's `linear_in`: the gate as its epilogue, into a [`GatedRow`]
     Gate,
+}
+
+impl Q8Out<'_> {
+    fn add_if(accumulate: bool) -> Self {
+        if accumulate {
+            Self::Add
+        } else {
+            Self::Write
+        }
+    }
 }
 
 /// A SiLU-gated FFN's hidden row `silu(gate) * up` `[1, dim]` as
@@ -2326,16 +2339,6 @@ mod tests {
     fn conv_reduce_lanes_by_terms_and_outputs() {
         for ((outputs, n), lanes) in [((2048, 512 * 16), 256), ((8192, 256), 16), ((1920, 64 * 7), 64), ((1920, 896), 64), ((4095, 300), 16), ((8, 300), 256), ((6, 2048), 256), ((16384, 4), 16)] {
             assert_eq!(conv_reduce_lanes(outputs, n), lanes, "{outputs} outputs of {n} terms");
-        }
-    }
-}
-
-impl Q8Out<'_> {
-    fn add_if(accumulate: bool) -> Self {
-        if accumulate {
-            Self::Add
-        } else {
-            Self::Write
         }
     }
 }

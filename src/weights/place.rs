@@ -100,8 +100,11 @@ pub struct TensorMap {
     max_part: u64,
     /// checkpoint name -> spec name
     renamed: HashMap<String, String>,
-    tensors: RefCell<HashMap<String, (Vec<usize>, Vec<f32>)>>,
+    tensors: RefCell<HashMap<String, ShapedF32>>,
 }
+
+/// A tensor's shape and its values, row-major.
+type ShapedF32 = (Vec<usize>, Vec<f32>);
 
 impl TensorMap {
     /// A map wanting `specs`, parts cut to `max_part` bytes (the stream's unit of memory).

@@ -34,8 +34,11 @@ pub struct GgufWriter {
     pub alignment: u64,
     pub kv: Vec<u8>,
     pub n_kv: u64,
-    pub tensors: Vec<(String, Vec<u64>, u32, Vec<u8>)>,
+    pub tensors: Vec<GgufTensor>,
 }
+
+/// A GGUF tensor as the writer holds it: name, dimensions, ggml type, data.
+pub type GgufTensor = (String, Vec<u64>, u32, Vec<u8>);
 
 pub fn gstr(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());

@@ -1109,7 +1109,7 @@ async fn bench_lm(
         println!("adapter name   {}", info.name);
         println!("queue          {}", info.queue);
         println!("shader checks  {} left out", info.shader_checks.dropped());
-        println!("Q8_0 linears   {}", bench::q8_kernel_name(&info)?);
+        println!("Q8_0 linears   {}", bench::q8_kernel_name(info)?);
         println!(
             "model          dim {} x {} layers, depformer {} x {} layers x {} steps, context {}: {:.3} B parameters",
             config.dim,
