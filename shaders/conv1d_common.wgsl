@@ -71,15 +71,11 @@ fn out_index(oc: u32, t: u32) -> u32 {
     return c * (p.t_out * ph) + col;
 }
 
-// act(x[c, i])
+// act(x[c, i]), at x[c * s.x + i * s.y] with the strides of either layout (a select, not a
+// branch in every load)
 fn fresh(c: u32, i: u32) -> f32 {
-    var v: f32;
-    if (p.time_major == 1u) {
-        v = x[i * p.in_c + c];
-    } else {
-        v = x[c * p.t + i];
-    }
-    return act_in(v);
+    let s = select(vec2<u32>(p.t, 1u), vec2<u32>(1u, p.in_c), p.time_major == 1u);
+    return act_in(x[c * s.x + i * s.y]);
 }
 
 // An output as it is stored: ELU'd (alpha 1) when p.elu_out == 1, where the conv's only
