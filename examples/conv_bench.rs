@@ -36,7 +36,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use crate::common::{self, diff, median, Lcg};
-    use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
+    use inferencelayer::gpu::{conv_reduce_lanes, ConvKernel, Elu, FrameParams, GpuContext, Plan, PlanBuilder, Tensor};
     use inferencelayer::mimi::conv::{Conv1d, ConvTr1d};
     use inferencelayer::{Error, Result};
 
@@ -136,7 +136,7 @@ mod native {
                 b.set_conv_kernel(kernel);
                 let mut outs = Vec::with_capacity(copies);
                 for _ in 0..copies {
-                    outs.push(conv.plan(&mut b, &x, time_major, time_major_out, elu, residual.then_some(&res))?);
+                    outs.push(conv.plan(&mut b, &x, time_major, time_major_out, Elu { input: elu, output: false }, residual.then_some(&res))?);
                     b.copy("order", &outs[outs.len() - 1].buf, &sink, 1);
                 }
                 let (plan, _, _) = b.finish();
@@ -162,7 +162,7 @@ mod native {
                 b.set_conv_kernel(kernel);
                 let mut outs = Vec::with_capacity(copies);
                 for _ in 0..copies {
-                    outs.push(convtr.plan(&mut b, &x, true, time_major_out)?);
+                    outs.push(convtr.plan(&mut b, &x, Elu::INPUT, time_major_out)?);
                     b.copy("order", &outs[outs.len() - 1].buf, &sink, 1);
                 }
                 let (plan, _, _) = b.finish();

@@ -229,9 +229,9 @@ mod oracles {
             let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
             let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
             b.set_conv_kernel(ConvKernel::Tiled);
-            assert!(conv.plan(&mut b, &x, false, false, false, None).is_err(), "160 taps on the tiled kernel");
+            assert!(conv.plan(&mut b, &x, false, false, Elu::NONE, None).is_err(), "160 taps on the tiled kernel");
             b.set_conv_kernel(ConvKernel::Auto);
-            conv.plan(&mut b, &x, false, false, false, None).expect("160 taps by shape");
+            conv.plan(&mut b, &x, false, false, Elu::NONE, None).expect("160 taps by shape");
         });
     }
 

@@ -379,17 +379,18 @@ pub struct ConvSpec<'a> {
 /// `ELU` layer in front of the conv in the reference) and to its outputs as it stores them
 /// (`output`, for the ELU of the conv after it, where that conv is the output's only reader).
 /// An ELU on store is computed once an output; on load, once a term of every output that
-/// reads it. `true` and `false` convert to an ELU on the input alone or none.
+/// reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Elu {
     pub input: bool,
     pub output: bool,
 }
 
-impl From<bool> for Elu {
-    fn from(input: bool) -> Self {
-        Self { input, output: false }
-    }
+impl Elu {
+    /// No ELU: the conv loads and stores its values as they are.
+    pub const NONE: Self = Self { input: false, output: false };
+    /// The ELU on the input alone (the reference's `ELU` layer in front of the conv).
+    pub const INPUT: Self = Self { input: true, output: false };
 }
 
 /// Whether Mimi's plans move SEANet's ELUs to the convs that write their inputs where a
@@ -1218,10 +1219,10 @@ impl<'a> PlanBuilder<'a> {
         x: &Tensor,
         time_major: bool,
         time_major_out: bool,
-        elu: impl Into<Elu>,
+        elu: Elu,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
-        self.conv1d_phases(spec, x, time_major, time_major_out, elu.into(), residual, 1)
+        self.conv1d_phases(spec, x, time_major, time_major_out, elu, residual, 1)
     }
 
     /// A streaming ConvTranspose1d whose kernel is twice its stride `s`, as a conv: output
@@ -1234,11 +1235,11 @@ impl<'a> PlanBuilder<'a> {
     /// `[out_c]` (each phase takes its channel's). `x` `[in_c, t]` (the ELUs of `elu`: [`Elu`]) -> `[out_c, t * s]`, or
     /// `[t * s, out_c]` when `time_major_out`. Mirrors StreamingConvTranspose1d.forward in
     /// streaming mode (as [`Self::conv_transpose1d`] does for any kernel).
-    pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool, stride: usize) -> Result<Tensor> {
+    pub fn conv_transpose1d_as_conv(&mut self, spec: &ConvSpec<'_>, x: &Tensor, elu: Elu, time_major_out: bool, stride: usize) -> Result<Tensor> {
         if spec.k != 2 || spec.stride != 1 || spec.dilation != 1 || stride == 0 || spec.out_c % stride != 0 || spec.replicate {
             return Err(Error::config(spec.name, "a transposed conv as a conv takes a stride-1 conv of kernel 2 into stride phases"));
         }
-        self.conv1d_phases(spec, x, false, time_major_out, elu.into(), None, stride)
+        self.conv1d_phases(spec, x, false, time_major_out, elu, None, stride)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1340,8 +1341,7 @@ impl<'a> PlanBuilder<'a> {
     /// next frame with its bias removed, in the other half of a two-half state (the frame
     /// uniform's `index` picks the halves); `[t * stride, out_c]` when `time_major_out`.
     /// Mirrors StreamingConvTranspose1d.forward in streaming mode.
-    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool) -> Result<Tensor> {
-        let elu = elu.into();
+    pub fn conv_transpose1d(&mut self, spec: &ConvTrSpec<'_>, x: &Tensor, elu: Elu, time_major_out: bool) -> Result<Tensor> {
         if spec.k == 0 || spec.stride == 0 || spec.groups == 0 {
             return Err(Error::config(spec.name, format!("a transposed conv needs a kernel, stride and groups of at least 1, got {}, {}, {}", spec.k, spec.stride, spec.groups)));
         }

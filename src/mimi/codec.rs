@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use super::MimiWeights;
 use crate::error::{Error, Result};
-use crate::gpu::{FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
+use crate::gpu::{Elu, FrameRecorder, GpuContext, Plan, PlanBuilder, PlanState, Readback, Tensor};
 use crate::gpu::FrameParams;
 
 /// Mimi as two GPU plans. Build once with [`Mimi::new`]; then per 80 ms frame
@@ -104,7 +104,7 @@ impl Mimi {
         weights.encoder_transformer.plan(&mut b, &xt)?;
         b.tap("encoder_transformer", &xt);
         xt.shape = vec![xt.shape[0], d];
-        let latent = weights.downsample.plan(&mut b, &xt, true, false, false, None)?;
+        let latent = weights.downsample.plan(&mut b, &xt, true, false, Elu::NONE, None)?;
         if latent.len() != d {
             return Err(Error::config("frame_rate", format!("one frame must give one latent, got {:?}", latent.shape)));
         }
@@ -120,7 +120,7 @@ impl Mimi {
         let mut latent = weights.quantizer.plan_decode(&mut b, codes_src, codes_offset)?;
         latent.shape = vec![d, 1];
         b.tap("decoded_latent", &latent);
-        let xt = weights.upsample.plan(&mut b, &latent, false, true)?;
+        let xt = weights.upsample.plan(&mut b, &latent, Elu::NONE, true)?;
         weights.decoder_transformer.plan(&mut b, &xt)?;
         b.tap("decoder_transformer", &xt);
         let pcm_out = weights.decoder.plan(&mut b, &xt)?;

@@ -116,7 +116,7 @@ impl Conv1d {
         x: &Tensor,
         time_major: bool,
         time_major_out: bool,
-        elu: impl Into<Elu>,
+        elu: Elu,
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (w, bias) = upload(b, &self.name, &self.w, self.b.as_deref())?;
@@ -224,8 +224,7 @@ impl ConvTr1d {
     /// A kernel of twice the stride (every one of Mimi's) runs as a conv of kernel 2 into
     /// `stride` phases ([`PlanBuilder::conv_transpose1d_as_conv`], its weights laid out
     /// here); any other on [`PlanBuilder::conv_transpose1d`].
-    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: impl Into<Elu>, time_major_out: bool) -> Result<Tensor> {
-        let elu = elu.into();
+    pub fn plan(&self, b: &mut PlanBuilder<'_>, x: &Tensor, elu: Elu, time_major_out: bool) -> Result<Tensor> {
         let s = self.stride;
         let fits = self.groups > 0
             && self.in_c % self.groups == 0
