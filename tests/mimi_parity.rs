@@ -140,3 +140,63 @@ fn codebook_counts_from_1_to_32() {
         }
     });
 }
+
+/// SEANet's ELUs applied where the convs load their inputs (`INFERENCELAYER_CONV_ELU=load`,
+/// `PlanBuilder::set_elu_on_store(false)`) and where the convs before them store their outputs
+/// (the default), on the reference's weights: the encoder's and decoder's plans each give the
+/// CPU oracle's outputs (`SeanetEncoder::step`, `SeanetDecoder::step`) over three frames of
+/// the golden speech, and the two placements give each other's.
+#[test]
+fn seanet_elus_on_load_and_on_store_match_the_cpu_oracle() {
+    use inferencelayer::gpu::{FrameParams, PlanBuilder, Tensor};
+    pollster::block_on(async {
+        let ctx = Rc::new(GpuContext::new().await.expect("adapter"));
+        let w = weights();
+        let (fs, dim) = (w.config.frame_size(), w.config.seanet.dimension);
+        let t = fs / w.config.hop_length();
+        let pcm_all = golden().pcm;
+        let mut outs: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+        for store in [false, true] {
+            let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
+            let pcm = Tensor { buf: ctx.zeros("pcm", fs).unwrap(), shape: vec![1, fs] };
+            let latent = Tensor { buf: ctx.zeros("latent", t * dim).unwrap(), shape: vec![t, dim] };
+            let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
+            b.set_elu_on_store(store);
+            assert_eq!(b.elu_on_store(), store);
+            let enc = w.encoder.plan(&mut b, &pcm).unwrap();
+            let dec = w.decoder.plan(&mut b, &latent).unwrap();
+            assert_eq!((&enc.shape[..], &dec.shape[..]), (&[t, dim][..], &[1, fs][..]));
+            let (plan, _, _) = b.finish();
+            let (mut enc_st, mut dec_st) = (w.encoder.state(), w.decoder.state());
+            let (mut enc_all, mut dec_all) = (Vec::new(), Vec::new());
+            for f in 0..3usize {
+                let x = &pcm_all[f * fs..(f + 1) * fs];
+                // the CPU encoder's output [dim, t] is the decoder's input, time-major
+                let want_enc = w.encoder.step(&mut enc_st, x);
+                let lat: Vec<f32> = (0..t * dim).map(|i| want_enc[(i % dim) * t + i / dim]).collect();
+                let want_dec = w.decoder.step(&mut dec_st, &want_enc);
+                ctx.queue.write_buffer(&pcm.buf, 0, bytemuck::cast_slice(x));
+                ctx.queue.write_buffer(&latent.buf, 0, bytemuck::cast_slice(&lat));
+                let fp = FrameParams { pos: f as u32, first: (f == 0) as u32, index: f as u32, _pad: 0 };
+                ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
+                let mut e = ctx.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = e.begin_compute_pass(&Default::default());
+                    plan.record(&mut pass);
+                }
+                ctx.queue.submit([e.finish()]);
+                let got_enc = ctx.read_f32(&enc.buf, t * dim).await.unwrap();
+                let got_dec = ctx.read_f32(&dec.buf, fs).await.unwrap();
+                let (se, sd) = (snr_db(&got_enc, &lat), snr_db(&got_dec, &want_dec));
+                eprintln!("ELUs on {}: frame {f}, encoder {se:.1} dB, decoder {sd:.1} dB from the CPU oracle", if store { "store" } else { "load" });
+                assert!(se > 90.0 && sd > 90.0, "ELUs on {}, frame {f}: encoder {se:.1} dB, decoder {sd:.1} dB", if store { "store" } else { "load" });
+                enc_all.extend(got_enc);
+                dec_all.extend(got_dec);
+            }
+            outs.push((enc_all, dec_all));
+        }
+        let (se, sd) = (snr_db(&outs[0].0, &outs[1].0), snr_db(&outs[0].1, &outs[1].1));
+        eprintln!("ELUs on load against on store: encoder {se:.1} dB, decoder {sd:.1} dB");
+        assert!(se > 90.0 && sd > 90.0, "on load against on store: encoder {se:.1} dB, decoder {sd:.1} dB");
+    });
+}

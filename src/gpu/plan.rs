@@ -1117,6 +1117,12 @@ impl<'a> PlanBuilder<'a> {
         self.elu_on_store
     }
 
+    /// Whether the models planned from now on move their ELUs to the convs that store their
+    /// inputs ([`Self::elu_on_store`]; [`elu_on_store_from_env`]'s until set).
+    pub fn set_elu_on_store(&mut self, store: bool) {
+        self.elu_on_store = store;
+    }
+
     /// Run the streaming convs added from now on with `kernel` ([`ConvKernel::from_env`]'s
     /// until set).
     pub fn set_conv_kernel(&mut self, kernel: ConvKernel) {
