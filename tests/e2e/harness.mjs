@@ -30,3 +30,16 @@ export function launchChromium({ speech } = {}) {
     args: ["--enable-unsafe-webgpu", "--no-sandbox", ...mic, "--disable-background-networking", "--disable-component-update", "--no-first-run"],
   });
 }
+
+/**
+ * Watch `page`'s requests: the returned array collects `"STATUS URL"` for every response with
+ * an HTTP error status (the browser's own `/favicon.ico` probe aside) and `"ERROR URL"` for
+ * every request that got no response, so that a test can require that the page asked for
+ * nothing that is missing.
+ */
+export function failedRequests(page) {
+  const failed = [];
+  page.on("response", (r) => r.status() >= 400 && new URL(r.url()).pathname !== "/favicon.ico" && failed.push(`${r.status()} ${r.url()}`));
+  page.on("requestfailed", (r) => failed.push(`${r.failure()?.errorText ?? "failed"} ${r.url()}`));
+  return failed;
+}

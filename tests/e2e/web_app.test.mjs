@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
-import { ROOT, serve, launchChromium } from "./harness.mjs";
+import { ROOT, serve, launchChromium, failedRequests } from "./harness.mjs";
 
 const SPEECH = process.env.E2E_SPEECH || `${ROOT}/out/e2e-speech.wav`;
 const SECONDS = Number(process.env.E2E_SECONDS || 10);
@@ -17,6 +17,8 @@ const LOOPBACK_FRAMES = Number(process.env.E2E_LOOPBACK_FRAMES || 20);
 const OUT = `${ROOT}/out`;
 
 let server, url, browser, page;
+// what the demo page and the benchmark page asked for and did not get (`failedRequests`)
+let missing = [];
 const log = (...a) => console.log("e2e:", ...a);
 
 before(async () => {
@@ -29,6 +31,7 @@ before(async () => {
   page = await browser.newPage({ viewport: { width: 900, height: 1100 } });
   page.on("pageerror", (e) => log("page error:", e.message));
   page.on("console", (m) => m.type() === "error" && !/favicon|404/.test(m.text()) && log("console:", m.text()));
+  missing = failedRequests(page);
   await page.goto(`${url}?model=synthetic&check=${LOOPBACK_FRAMES}${process.env.E2E_GREEDY ? "&greedy" : ""}`);
 });
 
@@ -164,11 +167,13 @@ test("the benchmark page reports every stage for a few frames", async () => {
   const frames = 2;
   const bench = await browser.newPage();
   bench.on("pageerror", (e) => log("bench page error:", e.message));
+  const benchMissing = failedRequests(bench);
   const t0 = Date.now();
   await bench.goto(`${url}bench.html?frames=${frames}&warmup=0&replays=0&bandwidth=0`);
   await bench.waitForFunction(() => window.benchDone, null, { timeout: 300_000, polling: 250 });
   const r = await bench.evaluate(() => window.benchResult);
   await bench.close();
+  missing.push(...benchMissing);
   log(`bench page: ${((Date.now() - t0) / 1000).toFixed(0)} s, adapter ${JSON.stringify(r.adapter)}, stages ${JSON.stringify(Object.fromEntries(Object.entries(r.stages).map(([k, s]) => [k, +s.p50.toFixed(1)])))}`);
   assert.equal(r.error, null, "the benchmark failed");
   assert.equal(typeof r.adapter, "string");
@@ -184,4 +189,10 @@ test("the benchmark page reports every stage for a few frames", async () => {
   // The whole step includes its CPU part; the full-duplex frame includes its encode.
   assert.ok(r.stages.lm_step.p50 >= r.stages.lm_cpu.p50, "step vs its CPU part");
   assert.ok(r.lm.full_duplex_frame_ms.p50 >= r.lm.full_duplex_encode_ms.p50, "frame vs its encode");
+});
+
+// Run last: every file the two pages asked for was there (a missing script, worklet, model or
+// config would otherwise show only as a console line).
+test("the pages asked for nothing that is missing", () => {
+  assert.deepEqual(missing, [], "requests without a response or with an HTTP error status");
 });
