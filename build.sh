@@ -115,6 +115,9 @@ case "${1:-main}" in
     say "checking the toolchain and system packages (scripts/setup.sh)"
     scripts/setup.sh
     log=$(mktemp)
+    say "lints (cargo clippy, natively with every target and for wasm32): no warnings"
+    cargo clippy --release --quiet --all-targets -- -D warnings
+    cargo clippy --release --quiet --target wasm32-unknown-unknown --lib --tests -- -D warnings
     say "native tests (cargo test --release): GPU plans on the adapter wgpu finds, CPU oracles"
     cargo test --release 2>&1 | tee "$log"
     say "browser tests (wasm-pack test --headless --chrome): WebGPU in headless Chromium"

@@ -29,6 +29,9 @@ fi
 
 rustup target list --installed 2>/dev/null | grep -q wasm32-unknown-unknown \
   || rustup target add wasm32-unknown-unknown
+# `./build.sh test` lints with clippy before it tests
+rustup component list --installed 2>/dev/null | grep -q '^clippy' \
+  || rustup component add clippy
 
 if ! wasm-pack --version 2>/dev/null | grep -q "$WASM_PACK_VERSION"; then
   echo "setup: installing wasm-pack $WASM_PACK_VERSION"
