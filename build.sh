@@ -89,10 +89,16 @@ e2e_speech() {
 
 case "${1:-main}" in
   main)
+    PORT="${PORT:-8080}"
+    # a bad PORT is refused before the build, with the message serve.mjs gives
+    if ! [[ "$PORT" =~ ^[0-9]{1,5}$ ]] || [ "$((10#$PORT))" -gt 65535 ]; then
+      echo "build.sh: PORT must be a whole number from 0 to 65535 (0: any free port), got \"$PORT\"" >&2
+      exit 2
+    fi
+    PORT=$((10#$PORT))
     say "checking the toolchain and system packages (scripts/setup.sh)"
     scripts/setup.sh
     web_app
-    PORT="${PORT:-8080}"
     # PORT=0 (any free port): pick one here, so that the URLs below name the port served
     if [ "$PORT" = 0 ]; then
       PORT=$(node -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')

@@ -62,7 +62,7 @@ pub fn read_wav(path: impl AsRef<Path>) -> Result<Vec<f32>> {
                 t => format!("format code {t:#06x}"),
             }
         )),
-        _ => fail(format!("not a readable WAV file: {e}")),
+        _ => fail(format!("not a readable WAV file: {e}; convert it first, e.g. `sox IN OUT.wav` or `ffmpeg -i IN OUT.wav`")),
     })?;
     let spec = reader.spec();
     let channels = spec.channels as usize;
@@ -71,7 +71,7 @@ pub fn read_wav(path: impl AsRef<Path>) -> Result<Vec<f32>> {
     }
     if !SAMPLE_RATES.contains(&spec.sample_rate) {
         return Err(fail(format!(
-            "sample rate {} Hz is not supported (expected {} to {} Hz)",
+            "sample rate {} Hz is not supported (expected {} to {} Hz; resample it, e.g. `sox IN.wav -r 24000 OUT.wav`)",
             spec.sample_rate,
             SAMPLE_RATES.start(),
             SAMPLE_RATES.end()

@@ -106,6 +106,18 @@ pub fn check_counts(frames: usize, replays: usize) -> Result<()> {
     Ok(())
 }
 
+/// Most untimed warm-up frames one benchmark runs before it times ([`MAX_FRAMES`]: a day
+/// of audio, far past the temporal transformer's full window of 3000 frames).
+pub const MAX_WARMUP: usize = MAX_FRAMES;
+
+/// [`Error::Input`] for more than [`MAX_WARMUP`] warm-up frames.
+pub fn check_warmup(warmup: usize) -> Result<()> {
+    if warmup > MAX_WARMUP {
+        return Err(Error::Input(format!("{warmup} warm-up frames is more than a benchmark runs (at most {MAX_WARMUP}, a day of audio)")));
+    }
+    Ok(())
+}
+
 /// Per-step GPU time of a plan, grouped by label with the layer and step numbers replaced
 /// by `N`: (group, dispatches per replay, median ms per replay), largest first.
 pub type Profile = Vec<(String, usize, f64)>;
@@ -308,10 +320,11 @@ pub struct MimiBench {
 /// least one frame): per frame `encode_frame` (its submits and codes readback), then
 /// `decode_frame` of those codes (submits and samples readback), then profile each plan
 /// `replays` times step by step. [`Error::Input`] for 0 frames, more than [`MAX_FRAMES`]
-/// frames or [`MAX_REPLAYS`] replays, or a signal shorter than a
+/// frames, [`MAX_WARMUP`] warm-up frames or [`MAX_REPLAYS`] replays, or a signal shorter than a
 /// frame; the device's error otherwise. Mirrors `inferencelayer bench`.
 pub async fn bench_mimi(mimi: &mut Mimi, signal: &[f32], frames: usize, warmup: usize, replays: usize, now: &dyn Fn() -> f64) -> Result<MimiBench> {
     check_counts(frames, replays)?;
+    check_warmup(warmup)?;
     let fs = mimi.frame_size();
     if signal.len() < fs {
         return Err(Error::Input(format!("the benchmark signal has {} samples, less than a frame ({fs})", signal.len())));
@@ -448,7 +461,7 @@ pub struct LmBench {
 /// after the whole steps, on a GPU at the clocks the steps ran at (measured before them,
 /// after the upload, the H200 read 1.7 TB/s in some runs and 4.2 in others; after them, 4.1
 /// to 4.2 in every run).
-/// [`Error::Input`] for counts [`check_counts`] refuses; the device's errors otherwise. Mirrors
+/// [`Error::Input`] for counts [`check_counts`] or [`check_warmup`] refuses; the device's errors otherwise. Mirrors
 /// `inferencelayer bench-lm`.
 #[allow(clippy::too_many_arguments)]
 pub async fn bench_lm(
@@ -462,6 +475,7 @@ pub async fn bench_lm(
     now: &dyn Fn() -> f64,
 ) -> Result<LmBench> {
     check_counts(frames, replays)?;
+    check_warmup(warmup)?;
     let ctx: Rc<GpuContext> = lm.context().clone();
     let config = weights.config.clone();
     let users = config.user_streams();

@@ -189,6 +189,11 @@ fn bad_input_exits_1_with_an_error_line() {
     run_err(&["bench", "--checkpoint", &missing, "--frames", "99999999999999"], &["--frames 99999999999999", "at most 1080000"]);
     run_err(&["bench", "--checkpoint", &missing, "--profile", "99999999999999"], &["--profile 99999999999999", "at most 10000"]);
     run_err(&["bench-lm", "--frames", "18446744073709551615"], &["--frames 18446744073709551615", "at most 1080000"]);
+    // warm-up counts too (an unbounded one ran until interrupted)
+    run_err(&["bench", "--checkpoint", &missing, "--warmup", "18446744073709551615"], &["--warmup 18446744073709551615", "at most 1080000"]);
+    run_err(&["bench-lm", "--warmup", "1080001"], &["--warmup 1080001", "at most 1080000"]);
+    // the full-duplex frame's Mimi checkpoint is read before the LM is built
+    run_err(&["bench-lm", "--config", concat!(env!("CARGO_MANIFEST_DIR"), "/www/config/moshi-small.json"), "--mimi", &missing], &[&missing, "cannot read the Mimi checkpoint"]);
 }
 
 // --- file formats -----------------------------------------------------------------------

@@ -1002,18 +1002,18 @@ fn cli_cases(c: &mut Corpus) {
     for n in ["0", "33", "5"] {
         add(cmd("decode", codec(&["--codebooks", n, &codes4, &out])), "num_codebooks");
     }
-    add(cmd("roundtrip", codec(&[&wav_in, &wav_in])), "is the input");
-    add(cmd("encode", codec(&[&wav_in, &wav_in])), "is the input");
-    add(cmd("decode", codec(&[&codes4, &codes4])), "is the input");
+    add(cmd("roundtrip", codec(&[&wav_in, &wav_in])), "is a file this command reads");
+    add(cmd("encode", codec(&[&wav_in, &wav_in])), "is a file this command reads");
+    add(cmd("decode", codec(&[&codes4, &codes4])), "is a file this command reads");
     // an output that is another file the command reads: the checkpoint, the config, a hard link
-    add(cmd("encode", codec(&[&wav_in, &mimi])), "is the input");
-    add(cmd("roundtrip", codec(&[&wav_in, &mimi_json])), "is the input");
+    add(cmd("encode", codec(&[&wav_in, &mimi])), "is a file this command reads");
+    add(cmd("roundtrip", codec(&[&wav_in, &mimi_json])), "is a file this command reads");
     let linked = dir.join("cli-in-link.wav");
     let _ = std::fs::remove_file(&linked);
     std::fs::hard_link(&wav_in, &linked).expect("hard link");
-    add(cmd("roundtrip", codec(&[&wav_in, &s(&linked)])), "is the input");
-    add(v(&["synthetic-checkpoint", "--config", &mimi_json, &mimi_json]), "is the input");
-    add(v(&["synthetic-lm", "--config", &lm_json, &lm_json]), "is the input");
+    add(cmd("roundtrip", codec(&[&wav_in, &s(&linked)])), "is a file this command reads");
+    add(v(&["synthetic-checkpoint", "--config", &mimi_json, &mimi_json]), "is a file this command reads");
+    add(v(&["synthetic-lm", "--config", &lm_json, &lm_json]), "is a file this command reads");
     add(cmd("decode", codec(&[&codes0, &out])), "holds no frames");
     add(cmd("decode", codec(&[&codes_oob, &out])), "out of range");
     add(cmd("decode", codec(&[&wav_in, &out])), "npy");
@@ -1047,10 +1047,10 @@ fn cli_cases(c: &mut Corpus) {
     add(conv(&[&user2, "--no-audio", "--max-frames", "0"]), "--max-frames");
     add(conv(&[&user2, &out, "--no-audio"]), "--no-audio");
     add(conv(&[&user2]), "OUTPUT");
-    add(conv(&[&wav_in, &wav_in, "--mimi", &mimi, "--mimi-config", &mimi_json]), "is the input");
-    add(conv(&[&user2, "--no-audio", "--tokens-out", &user2]), "is the input");
-    add(conv(&[&user2, "--no-audio", "--tokens-out", &lm]), "is the input");
-    add(conv(&[&user2, "--no-audio", "--tokens-out", &lm_json]), "is the input");
+    add(conv(&[&wav_in, &wav_in, "--mimi", &mimi, "--mimi-config", &mimi_json]), "is a file this command reads");
+    add(conv(&[&user2, "--no-audio", "--tokens-out", &user2]), "is a file this command reads");
+    add(conv(&[&user2, "--no-audio", "--tokens-out", &lm]), "is a file this command reads");
+    add(conv(&[&user2, "--no-audio", "--tokens-out", &lm_json]), "is a file this command reads");
     add(conv(&[&user0, "--no-audio"]), "holds no frames");
     add(conv(&[&user_oob, "--no-audio"]), "out of range");
     add(conv(&[&user2, &out]), "num_codebooks");

@@ -67,7 +67,7 @@ function status(text, error = false) {
 async function config(url) {
   if (!url) return undefined;
   const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}${r.status === 404 ? " (no such file: check the URL)" : ""}`);
   return await r.text();
 }
 

@@ -14,16 +14,13 @@ window.benchResult = result;
 window.benchDone = false;
 const status = (s) => ($("status").textContent = s);
 
-async function bytes(url) {
+async function fetched(url) {
   const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  return new Uint8Array(await r.arrayBuffer());
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}${r.status === 404 ? " (no such file: check the URL)" : ""}`);
+  return r;
 }
-async function text(url) {
-  const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  return r.text();
-}
+const bytes = async (url) => new Uint8Array(await (await fetched(url)).arrayBuffer());
+const text = async (url) => (await fetched(url)).text();
 
 // Stage name -> [label, stats, dispatches, submits] rows of the table.
 function rows() {

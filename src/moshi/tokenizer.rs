@@ -148,7 +148,10 @@ impl TextTokenizer {
         if bytes.is_empty() {
             return Err(tok_err("the file is empty: a SentencePiece model (.model) holds its pieces, and here no piece has type UNKNOWN"));
         }
-        let proto = parse_model(bytes)?;
+        let proto = parse_model(bytes).map_err(|e| match e {
+            Error::Tokenizer(why) => tok_err(format!("{why}: not a SentencePiece model (a .model file, such as Kyutai's tokenizer_spm_32k_3.model)")),
+            e => e,
+        })?;
         Self::from_proto(proto)
     }
 

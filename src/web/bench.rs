@@ -64,11 +64,13 @@ fn option_bool(options: &JsValue, key: &str, default: bool) -> bool {
 /// passes_per_frame, submits_per_frame, state_bytes, encode_ms, decode_ms, encode_decode_ms:
 /// { p50, p95, p99, mean, over_80ms }, profile_encode, profile_decode }`, times in ms.
 /// Rejects with the error's message when there is no adapter, `frames` is 0 or over
-/// `bench::MAX_FRAMES` (`replays` over `bench::MAX_REPLAYS`), the checkpoint
+/// `bench::MAX_FRAMES` (`warmup` over `bench::MAX_WARMUP`, `replays` over
+/// `bench::MAX_REPLAYS`), the checkpoint
 /// does not match the config, or the device fails.
 #[wasm_bindgen(js_name = benchMimi)]
 pub async fn bench_mimi(checkpoint: Vec<u8>, config_json: Option<String>, frames: usize, warmup: usize, replays: usize) -> Result<JsValue, JsError> {
     bench::check_counts(frames, replays).map_err(js_error)?;
+    bench::check_warmup(warmup).map_err(js_error)?;
     let config = load::mimi_config(config_json.as_deref()).map_err(js_error)?;
     let ctx = Rc::new(GpuContext::new().await.map_err(js_error)?);
     let weights = load::mimi_weights(&config, "configJson", &ctx.info.limits(), Source::Bytes(&checkpoint), Some(checkpoint.len() as u64)).await.map_err(js_error)?;
@@ -95,11 +97,13 @@ pub async fn bench_mimi(checkpoint: Vec<u8>, config_json: Option<String>, frames
 /// omitted), `replays` (timestamp-query profiles of each plan, default 1), `bandwidth`
 /// (measure a copy's bandwidth after the whole steps, default true), `greedy` (default false: Moshi's
 /// sampling of `seed`). Rejects with the error's message on a bad option, no adapter,
-/// `frames` 0 or over `bench::MAX_FRAMES` (`replays` over `bench::MAX_REPLAYS`), a config the
+/// `frames` 0 or over `bench::MAX_FRAMES` (`warmup` over `bench::MAX_WARMUP`, `replays` over
+/// `bench::MAX_REPLAYS`), a config the
 /// model cannot run, or a device error.
 #[wasm_bindgen(js_name = benchLm)]
 pub async fn bench_lm(frames: usize, warmup: usize, seed: u32, options: JsValue) -> Result<JsValue, JsError> {
     bench::check_counts(frames, 0).map_err(js_error)?;
+    bench::check_warmup(warmup).map_err(js_error)?;
     let config_json = option_string(&options, "config")?;
     let generator = Generator::from_name(option_string(&options, "weights")?.as_deref().unwrap_or("hash")).map_err(js_error)?;
     let lm_url = option_string(&options, "lmUrl")?;

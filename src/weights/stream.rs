@@ -289,6 +289,7 @@ impl DataCursor {
             } else {
                 format!("truncated: the stream ended before the tensor (file bytes {}..{})", t.start, t.end())
             };
+            let why = format!("{why}; the file is shorter than its header says: download or copy it again");
             return Err(stream_err(self.header.format, self.pos, Some(&t.name), why));
         }
         Ok(())

@@ -408,9 +408,9 @@ fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
 /// config, a tokenizer): writing it would destroy what is read. [`Error::Input`] naming it.
 fn distinct_from(output: &Path, inputs: &[&Path]) -> Result<()> {
     if let Some(i) = inputs.iter().find(|i| same_file(i, output)) {
-        let what = if i.as_os_str() == output.as_os_str() { String::new() } else { format!(" {}", i.display()) };
+        let what = if i.as_os_str() == output.as_os_str() { String::new() } else { format!(" ({})", i.display()) };
         return Err(Error::Input(format!(
-            "the output {} is the input{what} (a file this command reads): writing it would destroy it; choose another output",
+            "the output {} is a file this command reads{what}: writing it would destroy it; choose another output",
             output.display()
         )));
     }
@@ -433,7 +433,7 @@ impl CodecArgs {
         };
         if let Some(n) = self.codebooks {
             config.num_codebooks = n;
-            config.validate()?;
+            config.validate().map_err(|e| Error::Input(format!("--codebooks {n}: {e}")))?;
         }
         Ok(config)
     }
@@ -592,8 +592,9 @@ fn now_ms() -> f64 {
     ORIGIN.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
 }
 
-/// [`bench::check_counts`] for `--frames` and `--profile`, the flag named in the error.
-fn bench_counts(frames: usize, replays: usize) -> Result<()> {
+/// [`bench::check_counts`] for `--frames` and `--profile` and [`bench::check_warmup`] for
+/// `--warmup`, the flag named in the error.
+fn bench_counts(frames: usize, warmup: usize, replays: usize) -> Result<()> {
     let flag = |flag: &'static str, value: usize| {
         move |e| match e {
             Error::Input(m) => Error::Input(format!("{flag} {value}: {m}")),
@@ -601,13 +602,14 @@ fn bench_counts(frames: usize, replays: usize) -> Result<()> {
         }
     };
     bench::check_counts(frames, 0).map_err(flag("--frames", frames))?;
+    bench::check_warmup(warmup).map_err(flag("--warmup", warmup))?;
     bench::check_counts(1, replays).map_err(flag("--profile", replays))
 }
 
 /// `bench`: [`inferencelayer::bench::bench_mimi`] on the speech clip, printed.
 async fn bench(codec: &CodecArgs, frames: usize, warmup: usize, replays: usize, json: bool) -> Result<()> {
     // before any work, so that a count out of range is refused at once
-    bench_counts(frames, replays)?;
+    bench_counts(frames, warmup, replays)?;
     let config = codec.config()?;
     let signal = bench_signal()?;
     let mut c = Codec::open(&config, &codec.checkpoint).await?;
@@ -1048,24 +1050,16 @@ async fn bench_lm(
     json: bool,
 ) -> Result<()> {
     // before any work, so that a count out of range is refused at once
-    bench_counts(frames, replays)?;
+    bench_counts(frames, warmup, replays)?;
     let config = lm_config(config, || Ok(LmConfig::default()))?;
     let sampling = if greedy { Sampling::greedy() } else { Sampling::moshi(seed as u32) };
-    // read before the LM is built, so that a bad file is refused at once
+    // the Mimi config and checkpoint are read before the LM is built (a minute and most of
+    // the memory at Moshi 7B's geometry), so that a bad file is refused at once
     let mimi_config = match mimi_config {
         Some(path) => mimi_config_file(path)?,
         None => MimiConfig::default(),
     };
-
-    let t0 = Instant::now();
-    let weights = LmWeights::synthetic_with(&config, seed, generator)?;
-    let build_weights_s = t0.elapsed().as_secs_f64();
     let ctx = Rc::new(GpuContext::new().await?);
-    let t0 = Instant::now();
-    let gpu_weights = weights.upload(&ctx)?;
-    drop(weights);
-    let lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
-    let upload_and_plan_s = t0.elapsed().as_secs_f64();
     let mimi_weights = match mimi {
         None => None,
         Some(path) => {
@@ -1074,6 +1068,15 @@ async fn bench_lm(
             Some(loader.into_weights().map_err(hint)?)
         }
     };
+
+    let t0 = Instant::now();
+    let weights = LmWeights::synthetic_with(&config, seed, generator)?;
+    let build_weights_s = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let gpu_weights = weights.upload(&ctx)?;
+    drop(weights);
+    let lm = Lm::new(ctx.clone(), &gpu_weights, sampling).await?;
+    let upload_and_plan_s = t0.elapsed().as_secs_f64();
     let signal = bench_signal()?;
     let setup = bench::LmSetup { seed, greedy, weights: generator.name(), build_weights_s, upload_and_plan_s };
     let r = bench::bench_lm(
