@@ -51,7 +51,7 @@ async function loadBytes(source, name, signal) {
       if (e?.name === "AbortError") throw e;
       throw new Error(`${name}: cannot fetch ${source} (${e?.message || e}): is the server up and the URL right?`);
     }
-    if (!res.ok) throw new Error(`${name}: ${source} answered HTTP ${res.status}`);
+    if (!res.ok) throw new Error(`${name}: ${source} answered HTTP ${res.status}${res.status === 404 ? " (no such file: check the URL)" : ""}`);
     total = Number(res.headers.get("content-length")) || 0;
     reader = res.body.getReader();
   }
