@@ -15,6 +15,10 @@ if (!(port >= 0 && port <= 65535)) {
   console.error(`serve: PORT must be a whole number from 0 to 65535 (0: any free port), got ${JSON.stringify(process.argv[3])}`);
   process.exit(1);
 }
+if (!(await fs.stat(root).catch(() => null))?.isDirectory()) {
+  console.error(`serve: ${root} is not a directory: name the folder to serve (./build.sh builds www/)`);
+  process.exit(1);
+}
 const types = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
   ".css": "text/css; charset=utf-8", ".json": "application/json", ".wasm": "application/wasm", ".wav": "audio/wav",
