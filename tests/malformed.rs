@@ -986,7 +986,7 @@ fn cli_cases(c: &mut Corpus) {
     add(v(&["encode", "--checkpoint"]), "value is required");
     add(v(&["decode", "--checkpoint", "x", "a.npy"]), "required");
     add(v(&["encode", "--checkpoint", "x", "--bogus", "a", "b"]), "unexpected argument");
-    // ("-1" reads as a flag: clap says so)
+    // ("-1" is a value that no unsigned count parses)
     for n in ["-1", "x", "1.5", "", "99999999999999999999999"] {
         add(v(&["encode", "--checkpoint", "x", "--codebooks", n, "a", "b"]), "invalid value|unexpected argument");
         add(v(&["load-lm", "--lm", "x", "--chunk", n]), "invalid value|unexpected argument");
@@ -1054,7 +1054,8 @@ fn cli_cases(c: &mut Corpus) {
     add(conv(&[&user0, "--no-audio"]), "holds no frames");
     add(conv(&[&user_oob, "--no-audio"]), "out of range");
     add(conv(&[&user2, &out]), "num_codebooks");
-    add(conv(&[&user2, "--no-audio", "--temp-text", "-1"]), "unexpected argument");
+    // a negative number is the flag's value (clap took it for a flag)
+    add(conv(&[&user2, "--no-audio", "--temp-text", "-1"]), "--temp-text");
     add(conv(&[&user2, "--no-audio", "--temp-text=-1"]), "--temp-text");
     add(conv(&[&user2, "--no-audio", "--temp-audio", "NaN"]), "--temp-audio");
     add(conv(&[&user2, "--no-audio", "--temp-audio", "inf"]), "--temp-audio");

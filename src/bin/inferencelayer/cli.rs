@@ -40,7 +40,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use inferencelayer::audio;
 use inferencelayer::bench::{self, bench_signal, Stats};
 use inferencelayer::moshi::synthetic as lm_synthetic;
@@ -1198,7 +1198,10 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // A negative number is read as a flag's value (`--temp-text -1`), for the flag's own
+    // check to refuse it, where clap took it for an unknown flag and suggested `-- -1`.
+    let matches = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true)).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Interrupted (Ctrl-C, SIGTERM, SIGHUP) while writing, the temporary file beside the output
     // goes, and the output stays as it was ([`audio::write_file`]); 130, as a shell reports
     // an interrupt.
