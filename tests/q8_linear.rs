@@ -12,7 +12,7 @@
 //! uniform inputs).
 #![cfg(not(target_arch = "wasm32"))]
 
-use inferencelayer::gpu::{FrameParams, GpuContext, NormInput, PlanBuilder, Q8Dot, Q8Kernel, Tensor, Q8_NORM_APART};
+use inferencelayer::gpu::{FrameParams, GpuContext, NormInput, PlanBuilder, Q8Dispatch, Q8Dot, Q8Kernel, Tensor, Q8_NORM_APART};
 use inferencelayer::moshi::transformer::RMS_EPS;
 use inferencelayer::weights::q8::Q8Tensor;
 
@@ -85,6 +85,13 @@ fn q8_linears_match_the_oracle_plain_gated_and_normed() {
                 assert_eq!(d, Q8Kernel::Auto.dispatch(n, k, 1), "i8 [{n}, {k}]");
             }
         }
+        // `groups:N` is the default's rule with N in place of its 240 workgroups: the same
+        // lanes at 240, more at out_proj's shape with more
+        for (n, k) in [(12288, 4096), (22528, 4096), (4096, 4096), (1024, 2816)] {
+            assert_eq!(Q8Kernel::Groups { groups: 240 }.dispatch_for(Q8Dot::I8, n, k, 1), Q8Kernel::Auto.dispatch_for(Q8Dot::I8, n, k, 1), "[{n}, {k}]");
+        }
+        assert_eq!(Q8Kernel::Groups { groups: 960 }.dispatch_for(Q8Dot::I8, 4096, 4096, 1), Q8Dispatch { lanes: 256, groups: 1024 });
+        assert_eq!(Q8Kernel::Groups { groups: 480 }.dispatch_for(Q8Dot::I8, 4096, 4096, 1), Q8Dispatch { lanes: 128, groups: 512 });
         // A fixed lane count the kernel cannot take falls back to the default.
         assert_eq!(Q8Kernel::Fixed { lanes: 48 }.dispatch(2048, 1024, 1), Q8Kernel::Auto.dispatch(2048, 1024, 1));
         let cases: Vec<(usize, usize, Q8Kernel, Q8Dot)> = [Q8Dot::F32, Q8Dot::I8].into_iter().flat_map(|dot| cases.iter().map(move |&(n, k, q)| (n, k, q, dot))).collect();

@@ -693,6 +693,9 @@ pub enum Q8Kernel {
     Auto,
     /// `lanes` lanes (a power of two, 4 to 256) at every shape: for benchmarks.
     Fixed { lanes: usize },
+    /// [`Self::Auto`]'s lanes doubled while there are fewer than `groups` workgroups
+    /// (`INFERENCELAYER_Q8_LANES=groups:N`): for benchmarks.
+    Groups { groups: usize },
 }
 
 /// How the Q8_0 linears of a [`PlanBuilder`] form their dot products. [`PlanBuilder::new`]
@@ -733,13 +736,16 @@ pub struct Q8Dispatch {
 }
 
 impl Q8Kernel {
-    /// The rule `INFERENCELAYER_Q8_LANES` names: `blocks` or `auto` (unset or empty, and on
-    /// the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
+    /// The rule `INFERENCELAYER_Q8_LANES` names: `blocks`, `auto` or `groups:N` (unset or
+    /// empty, and on the web: [`Self::Auto`]). Any other value is an [`Error::Input`].
     pub fn from_env() -> Result<Self> {
         match std::env::var("INFERENCELAYER_Q8_LANES").as_deref().map(str::trim) {
             Err(_) | Ok("") | Ok("auto") => Ok(Self::Auto),
             Ok("blocks") => Ok(Self::Blocks),
-            Ok(v) => Err(Error::Input(format!("INFERENCELAYER_Q8_LANES must be blocks or auto, got {v:?}"))),
+            Ok(v) => match v.strip_prefix("groups:").map(|g| g.trim().parse::<usize>()) {
+                Some(Ok(groups)) if groups > 0 => Ok(Self::Groups { groups }),
+                _ => Err(Error::Input(format!("INFERENCELAYER_Q8_LANES must be blocks, auto or groups:N (N at least 1), got {v:?}"))),
+            },
         }
     }
 
@@ -764,6 +770,7 @@ impl Q8Kernel {
             Q8Dot::F32 => (32, 512, false),
             Q8Dot::I8 => (8, 240, true),
         };
+        let enough = if let Self::Groups { groups } = self { groups } else { enough };
         let groups_of = |lanes: usize| {
             let rows = (WG_Q8 / lanes) * Q8_ROWS_PER_GROUP;
             if per_row {
@@ -782,7 +789,7 @@ impl Q8Kernel {
         let lanes = match self {
             Self::Blocks => doubled((k / 32).next_power_of_two()),
             Self::Fixed { lanes } if lanes.is_power_of_two() && (Q8_ROWS_PER_GROUP..=WG_Q8).contains(&lanes) => lanes,
-            Self::Auto | Self::Fixed { .. } => doubled(k / 16),
+            Self::Auto | Self::Fixed { .. } | Self::Groups { .. } => doubled(k / 16),
         };
         Q8Dispatch { lanes, groups: groups_of(lanes) }
     }
