@@ -5,22 +5,17 @@
 // no real data is likely to give, which keeps the loads from being optimized away; nothing
 // reads `sink`.
 //
-//   a, b : the buffers; p.a vec4<u32>s of a from vec4 p.a0 on and p.b of b from p.b0 on
-//          are read (a linear's whole weights, or the rows its first workgroups take)
+//   a, b : the buffers, p.a and p.b vec4<u32> long
 //   sink : [1] u32
-// Thread i of the grid's p.threads reads vec4s i, i + p.threads, ... of a's range, then of
-// b's, four loads in flight at a time. The plans dispatch one row of workgroups (at most 65535: 2 GiB
+// Thread i of the grid's p.threads reads vec4s i, i + p.threads, ... of a, then of b, four
+// loads in flight at a time. The plans dispatch one row of workgroups (at most 65535: 2 GiB
 // a buffer); the index allows a second grid dimension all the same.
 
 struct Params {
     a: u32,
     b: u32,
     threads: u32,
-    a0: u32,
-    b0: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;
@@ -35,14 +30,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var acc = vec4<u32>(0u);
     var i = t;
     for (; i + 3u * s < p.a; i += 4u * s) {
-        let o = p.a0 + i;
-        acc ^= (a[o] ^ a[o + s]) ^ (a[o + 2u * s] ^ a[o + 3u * s]);
+        acc ^= (a[i] ^ a[i + s]) ^ (a[i + 2u * s] ^ a[i + 3u * s]);
     }
     for (; i < p.a; i += s) {
-        acc ^= a[p.a0 + i];
+        acc ^= a[i];
     }
     for (var j = t; j < p.b; j += s) {
-        acc ^= b[p.b0 + j];
+        acc ^= b[j];
     }
     if (all(acc == vec4<u32>(0x9e3779b9u, 0x7f4a7c15u, 0xf39cc060u, 0x5ced1d3eu))) {
         sink[0] = acc.x;

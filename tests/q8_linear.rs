@@ -318,11 +318,9 @@ fn gated_ffn_rows_match_the_oracle() {
 
 /// Weights prefetched into the L2 beside the dispatch before their linear
 /// (`PlanBuilder::prefetch`, `prefetch.wgsl`; on GPU adapters the plans' default up to
-/// `PREFETCH_MAX`, off on CPU adapters, so here forced on), whole or only the first rows
-/// (`set_prefetch_head`: ranges from a start inside each buffer): a chain of linears, each
+/// `PREFETCH_MAX`, off on CPU adapters, so here forced on): a chain of linears, each
 /// reading the last one's output, gives the same bits with and without, and the prefetch
-/// kernel reads buffers whose lengths are not a multiple of its loads a thread. A range
-/// that is not whole vec4s inside its buffer is refused.
+/// kernel reads buffers whose lengths are not a multiple of its loads a thread.
 #[test]
 fn prefetched_weights_change_no_output() {
     pollster::block_on(async {
@@ -338,24 +336,17 @@ fn prefetched_weights_change_no_output() {
             .collect();
         let x = ctx.storage_f32("x", &rng.vec(64)).unwrap();
         let mut outs = Vec::new();
-        // (whole weights up to, first rows' bytes, dispatches): 2048 bytes are 32 rows of the
-        // first linear, 16 of the second (rows by 16) and none of the third
-        for (prefetch, head, dispatches) in [(0, 0, 3), (u64::MAX, 0, 6), (0, 2048, 5)] {
+        for prefetch in [0, u64::MAX] {
             let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
             let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
             b.set_prefetch(prefetch);
-            b.set_prefetch_head(head);
             let ys: Vec<wgpu::Buffer> = shapes.iter().map(|&(n, _)| ctx.storage_f32("y", &vec![f32::NAN; n]).unwrap()).collect();
             for (i, (&(n, k), w)) in shapes.iter().zip(&ws).enumerate() {
                 let input = if i == 0 { &x } else { &ys[i - 1] };
                 b.q8_linear(&format!("l{i}"), (&w.0, &w.1), (n, k), 1, (input, 0), (&ys[i], 0, n), false).unwrap();
             }
-            for bad in [(8, 16), (0, 24), (ws[0].0.size() - 16, 32)] {
-                let e = b.prefetch_ranges("bad", (&ws[0].0, bad.0, bad.1), (&ws[0].1, 0, 16)).expect_err("a range past whole vec4s of its buffer");
-                assert!(e.to_string().contains("whole vec4s inside its buffers"), "{e}");
-            }
             let (plan, _, _) = b.finish();
-            assert_eq!(plan.dispatches(), dispatches, "prefetches for {prefetch} bytes whole, {head} of first rows");
+            assert_eq!(plan.dispatches(), if prefetch == 0 { 3 } else { 6 }, "one prefetch a linear");
             let mut enc = ctx.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
@@ -367,6 +358,5 @@ fn prefetched_weights_change_no_output() {
             outs.push(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
         }
         assert_eq!(outs[0], outs[1], "prefetching changed the chain's output");
-        assert_eq!(outs[0], outs[2], "prefetching the first rows changed the chain's output");
     });
 }

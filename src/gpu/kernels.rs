@@ -356,17 +356,14 @@ pub(crate) struct Q8MatvecParams {
 /// Output rows per row group of `q8_matvec` (`RT` in the shader).
 pub(crate) const Q8_ROWS_PER_GROUP: usize = 4;
 
-/// `Params` of `prefetch.wgsl`: the two ranges' lengths in vec4s, the grid's threads and
-/// where each range starts (vec4s).
+/// `Params` of `prefetch.wgsl`: the two buffers' lengths in vec4s and the grid's threads.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 pub(crate) struct PrefetchParams {
     pub a: u32,
     pub b: u32,
     pub threads: u32,
-    pub a0: u32,
-    pub b0: u32,
-    pub _pad: [u32; 3],
+    pub _pad: u32,
 }
 
 

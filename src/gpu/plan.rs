@@ -971,9 +971,6 @@ pub struct PlanBuilder<'a> {
     /// Most bytes of weights a Q8_0 linear has prefetched into the L2 beside the dispatch
     /// before it ([`Self::prefetch`]); 0: none
     prefetch_max: u64,
-    /// Bytes of the first rows prefetched ahead of a Q8_0 linear over `prefetch_max`
-    /// ([`prefetch_head_from_env`]); 0: none
-    prefetch_head: u64,
 }
 
 /// Most bytes of weights [`PlanBuilder`] prefetches ahead of a Q8_0 linear on a GPU adapter
@@ -986,33 +983,6 @@ pub struct PlanBuilder<'a> {
 /// within the runs' noise and are not.
 pub const PREFETCH_MAX: u64 = 8 << 20;
 
-/// Bytes of its first rows a plan prefetches ahead of a Q8_0 linear too large for
-/// [`PREFETCH_MAX`] (the temporal transformer's), beside the dispatch before it.
-pub const PREFETCH_HEAD: u64 = 0;
-
-/// [`PREFETCH_HEAD`], or `INFERENCELAYER_PREFETCH_HEAD` in MiB (`off` or 0 for none), natively
-/// on GPU adapters; none on CPU adapters and on the web, for the reasons of
-/// [`prefetch_from_env`]. A bad value is an [`Error::Input`].
-pub fn prefetch_head_from_env(cpu: bool) -> Result<u64> {
-    if cfg!(target_arch = "wasm32") || cpu {
-        return Ok(0);
-    }
-    mib_from_env("INFERENCELAYER_PREFETCH_HEAD", PREFETCH_HEAD)
-}
-
-/// A size in MiB from `var` (`off` or 0 for none; unset or empty: `default` bytes).
-fn mib_from_env(var: &str, default: u64) -> Result<u64> {
-    match std::env::var(var).as_deref().map(str::trim) {
-        Err(_) | Ok("") => Ok(default),
-        Ok("off") => Ok(0),
-        Ok(v) => v
-            .parse::<u64>()
-            .ok()
-            .and_then(|mib| mib.checked_mul(1 << 20))
-            .ok_or_else(|| Error::Input(format!("{var} must be off or a size in MiB, got {v:?}"))),
-    }
-}
-
 /// The most bytes of weights plans prefetch ahead of a Q8_0 linear: `INFERENCELAYER_PREFETCH`
 /// in MiB (`off` or 0 for none, for measurements), else [`PREFETCH_MAX`] natively on GPU
 /// adapters and none on CPU adapters, whose caches a prefetch only fills twice. None on the
@@ -1024,7 +994,15 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
     if cfg!(target_arch = "wasm32") {
         return Ok(0);
     }
-    mib_from_env("INFERENCELAYER_PREFETCH", if cpu { 0 } else { PREFETCH_MAX })
+    match std::env::var("INFERENCELAYER_PREFETCH").as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(if cpu { 0 } else { PREFETCH_MAX }),
+        Ok("off") => Ok(0),
+        Ok(v) => v
+            .parse::<u64>()
+            .ok()
+            .and_then(|mib| mib.checked_mul(1 << 20))
+            .ok_or_else(|| Error::Input(format!("INFERENCELAYER_PREFETCH must be off or a size in MiB, got {v:?}"))),
+    }
 }
 
 /// Whether plans take a short window's attention into its out_proj where
@@ -1086,19 +1064,12 @@ impl<'a> PlanBuilder<'a> {
             conv: ConvKernel::from_env()?,
             matvec_lanes: matvec_lanes_from_env()?,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
-            prefetch_head: prefetch_head_from_env(ctx.info.cpu)?,
         })
     }
 
     /// Prefetch the weights of Q8_0 linears added from now on of at most `bytes` (0: none).
     pub fn set_prefetch(&mut self, bytes: u64) {
         self.prefetch_max = bytes;
-    }
-
-    /// Prefetch about `bytes` of the first rows of the Q8_0 linears added from now on whose
-    /// weights are over [`Self::set_prefetch`]'s size (0: none).
-    pub fn set_prefetch_head(&mut self, bytes: u64) {
-        self.prefetch_head = bytes;
     }
 
     /// A dispatch that reads `a` and `b` through into the GPU's L2 cache (`prefetch.wgsl`),
@@ -1108,53 +1079,22 @@ impl<'a> PlanBuilder<'a> {
     /// waiting on memory for its first loads. Worth it beside a latency-bound step, for
     /// buffers the L2 holds.
     pub fn prefetch(&mut self, label: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
-        self.prefetch_ranges(label, (a, 0, a.size()), (b, 0, b.size()))
-    }
-
-    /// [`Self::prefetch`] of the bytes `[start, start + len)` of each buffer (starts and
-    /// lengths multiples of 16, inside the buffer: else [`Error::Config`]).
-    pub fn prefetch_ranges(&mut self, label: &str, (a, a0, la): (&wgpu::Buffer, u64, u64), (b, b0, lb): (&wgpu::Buffer, u64, u64)) -> Result<()> {
-        if [a0, la, b0, lb].iter().any(|v| v % 16 != 0) || a0 + la > a.size() || b0 + lb > b.size() {
-            return Err(Error::config(label, format!("a prefetch reads whole vec4s inside its buffers, got {la} bytes from {a0} of {} and {lb} from {b0} of {}", a.size(), b.size())));
-        }
-        // the kernel binds both as vec4s: a range of less than one adds no step
-        if la < 16 || lb < 16 {
+        // the kernel binds both as vec4s: a buffer of less than one adds no step
+        if a.size() < 16 || b.size() < 16 {
             return Ok(());
         }
-        let (na, nb) = ((la / 16) as usize, (lb / 16) as usize);
+        let (na, nb) = ((a.size() / 16) as usize, (b.size() / 16) as usize);
         // eight vec4 loads a thread
         let groups = na.max(nb).div_ceil(256 * 8).max(1);
         let threads = 256 * groups;
-        if groups > 65535 || a.size() / 16 > u32::MAX as u64 || b.size() / 16 > u32::MAX as u64 {
-            return Err(Error::config(label, format!("a prefetch of {la} and {lb} bytes is more than one dispatch reads")));
+        if groups > 65535 {
+            return Err(Error::config(label, format!("a prefetch of {} and {} bytes is more than one dispatch reads", a.size(), b.size())));
         }
-        let p = PrefetchParams { a: na as u32, b: nb as u32, threads: threads as u32, a0: (a0 / 16) as u32, b0: (b0 / 16) as u32, _pad: [0; 3] };
+        let p = PrefetchParams { a: na as u32, b: nb as u32, threads: threads as u32, _pad: 0 };
         let pb = self.params(label, &p);
         // a sink of its own: a write to a shared one would order every prefetch after the last
         let sink = self.ctx.zeros(&format!("{label} sink"), 1)?;
         self.step(&PREFETCH, format!("{label} prefetch"), &[a, b, &sink, &pb], [groups as u32, 1]);
-        Ok(())
-    }
-
-    /// The prefetches ahead of a Q8_0 linear of `n` rows of `k` (`gate`: a SiLU-gated
-    /// `linear_in`, whose first workgroups take gate and up rows from both halves): the
-    /// whole weights where they come to at most `prefetch_max` bytes, else the rows its
-    /// first workgroups take, about `prefetch_head` bytes of quants (none where 0).
-    fn prefetch_q8(&mut self, label: &str, (quants, scales): (&wgpu::Buffer, &wgpu::Buffer), (n, k): (usize, usize), gate: bool) -> Result<()> {
-        if quants.size() + scales.size() <= self.prefetch_max {
-            return self.prefetch(label, quants, scales);
-        }
-        if self.prefetch_head == 0 {
-            return Ok(());
-        }
-        // a row is k bytes of quants and k / 16 of scales: rows by 16 keep both whole vec4s
-        let (qrow, srow) = (k as u64, (k / 16) as u64);
-        let halves: &[u64] = if gate { &[0, (n / 2) as u64] } else { &[0] };
-        let rows = (self.prefetch_head / qrow / halves.len() as u64) / 16 * 16;
-        let rows = rows.min((n / halves.len()) as u64 / 16 * 16);
-        for &r0 in halves {
-            self.prefetch_ranges(label, (quants, r0 * qrow, rows * qrow), (scales, r0 * srow, rows * srow))?;
-        }
         Ok(())
     }
 
@@ -2225,7 +2165,9 @@ impl<'a> PlanBuilder<'a> {
             },
             Q8Dot::F32 => &Q8_MATVEC,
         };
-        self.prefetch_q8(label, (quants, scales), (n, k), gate)?;
+        if quants.size() + scales.size() <= self.prefetch_max {
+            self.prefetch(label, quants, scales)?;
+        }
         self.step(kernel, label.to_string(), &[quants, scales, x, alpha, y, &pb, norm_out], grid_for(d.groups));
         Ok(())
     }
