@@ -435,14 +435,16 @@ mod oracles {
     /// Rope, KV push and attention of t steps a frame against the oracle over frames that
     /// wrap the ring: one dispatch for 1 and 2 steps (Mimi's), for as many steps as the ring
     /// holds (3 of 3: a frame's last step takes the slot of the window's oldest key), and the
-    /// two-dispatch path past 256 / (hd / 4) steps.
+    /// two-dispatch path past 256 / (hd / 4) steps. The one-dispatch kernel loads its values
+    /// before the keys while the window has at most 16 positions a lane (its `PRE`), and
+    /// after the softmax past that: heads of 256 (4 lanes a column) over 80 slots take both.
     #[test]
     fn rope_attention_of_several_steps_in_one_dispatch() {
         pollster::block_on(async {
             let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
             let mut rng = Lcg(0xa7_7e_17);
             // (t, dim, heads, context, dispatches)
-            for &(t, dim, heads, context, dispatches) in &[(1usize, 16usize, 2usize, 5usize, 1usize), (2, 16, 2, 5, 1), (2, 32, 4, 4, 1), (3, 16, 2, 3, 1), (5, 512, 2, 7, 2)] {
+            for &(t, dim, heads, context, dispatches) in &[(1usize, 16usize, 2usize, 5usize, 1usize), (2, 16, 2, 5, 1), (2, 32, 4, 4, 1), (3, 16, 2, 3, 1), (2, 512, 2, 80, 1), (5, 512, 2, 7, 2)] {
                 let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true, kv_half: false };
                 let qkv = Tensor { buf: ctx.zeros("qkv", t * 3 * dim).unwrap(), shape: vec![t, 3 * dim] };
                 let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
