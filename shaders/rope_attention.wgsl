@@ -16,11 +16,6 @@
 // before any row attends, as in rope_kv then attention). An older position is attended iff
 // no row of this frame takes its slot, its slot still holds it and pos - pos_k < context.
 // With p.rope == 0 keys and queries go in unrotated (Moshi's depformer).
-//
-// Where the window has at most PRE positions a lane of the value sums (Mimi's 250 of heads
-// of 64: 16 lanes a column), each thread loads its value columns before the keys, so that
-// their loads are out while the keys are read and the softmax reduced; a longer window
-// reads them after the softmax.
 
 struct Params {
     dim: u32,
@@ -121,25 +116,17 @@ fn weight_of(here: bool, so: u32, i: u32, gmax: f32) -> f32 {
     return select(0.0, exp(s - gmax), s > -1.0e38);
 }
 
-// value columns a thread holds in registers from the start (see the header)
-const PRE: u32 = 16u;
-
-// Window position i's value column c: this frame's from qkv, an older one from the ring (0
-// for a slot this frame takes: skipped, it is being written).
-fn value_at(i: u32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
+// Window position i's weighted value column c: this frame's from qkv, an older one from the
+// ring (a slot this frame takes weighs 0: skipped, it is being written).
+fn weighted(here: bool, so: u32, i: u32, gmax: f32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
     let pk = lo + i;
     if (pk >= pos0) {
-        return qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+        return weight_of(here, so, i, gmax) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
     }
     if (pk + p.ring >= pos0 + p.t) {
-        return v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+        return weight_of(here, so, i, gmax) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
     }
     return vec4<f32>(0.0);
-}
-
-// Window position i's weighted value column c.
-fn weighted(here: bool, so: u32, i: u32, gmax: f32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
-    return weight_of(here, so, i, gmax) * value_at(i, lo, pos0, row4, dim4, h, hd4, c);
 }
 
 @compute @workgroup_size(256)
@@ -176,22 +163,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let nk = pos_q + 1u - lo;
     let here = nk <= HELD;
 
-    // the value columns this thread sums, loaded before the keys where the window fits
-    // PRE positions a lane
-    let lanes = WG / hd4;
-    let c = lid % hd4;
-    let kl = lid / hd4;
-    let pre = nk <= PRE * lanes;
-    var vals: array<vec4<f32>, PRE>;
-    if (pre && kl < lanes) {
-        for (var j = 0u; j < PRE; j++) {
-            let i = kl + j * lanes;
-            if (i < nk) {
-                vals[j] = value_at(i, lo, pos0, row4, dim4, h, hd4, c);
-            }
-        }
-    }
-
     var lmax = NEG;
     for (var i = lid; i < nk; i += WG) {
         let pk = lo + i;
@@ -224,15 +195,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     storageBarrier();
     workgroupBarrier();
 
+    let lanes = WG / hd4;
+    let c = lid % hd4;
+    let kl = lid / hd4;
     var acc = vec4<f32>(0.0);
-    if (pre && kl < lanes) {
-        for (var j = 0u; j < PRE; j++) {
-            let i = kl + j * lanes;
-            if (i < nk) {
-                acc += weight_of(here, so, i, gmax) * vals[j];
-            }
-        }
-    } else if (kl < lanes) {
+    if (kl < lanes) {
         // four positions a lane at a time: their value loads go out together
         var i = kl;
         for (; i + 3u * lanes < nk; i += 4u * lanes) {

@@ -435,9 +435,9 @@ mod oracles {
     /// Rope, KV push and attention of t steps a frame against the oracle over frames that
     /// wrap the ring: one dispatch for 1 and 2 steps (Mimi's), for as many steps as the ring
     /// holds (3 of 3: a frame's last step takes the slot of the window's oldest key), and the
-    /// two-dispatch path past 256 / (hd / 4) steps. The one-dispatch kernel loads its values
-    /// before the keys while the window has at most 16 positions a lane (its `PRE`), and
-    /// after the softmax past that: heads of 256 (4 lanes a column) over 80 slots take both.
+    /// two-dispatch path past 256 / (hd / 4) steps. Heads of 256 over 80 slots give each
+    /// lane of the value sums up to 20 positions (4 lanes a column): past the loop's rounds
+    /// of four, a tail.
     #[test]
     fn rope_attention_of_several_steps_in_one_dispatch() {
         pollster::block_on(async {
