@@ -116,15 +116,19 @@ fn weight_of(here: bool, so: u32, i: u32, gmax: f32) -> f32 {
     return select(0.0, exp(s - gmax), s > -1.0e38);
 }
 
-// Window position i's weighted value column c: this frame's from qkv, an older one from the
-// ring (a slot this frame takes weighs 0: skipped, it is being written).
-fn weighted(here: bool, so: u32, i: u32, gmax: f32, lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
+// Window position i's weighted value column c, its weight already in place of its score:
+// this frame's from qkv, an older one from the ring at slot slot_lo + i (wrapped; i is under
+// the ring's size), slot_lo = lo % ring (a slot this frame takes weighs 0: skipped, it is
+// being written).
+fn weighted(here: bool, so: u32, i: u32, lo: u32, slot_lo: u32, pos0: u32, row4: u32, dim4: u32, h: u32, hd4: u32, c: u32) -> vec4<f32> {
     let pk = lo + i;
     if (pk >= pos0) {
-        return weight_of(here, so, i, gmax) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
+        return score_get(here, so, i) * qkv[(pk - pos0) * row4 + 2u * dim4 + h * hd4 + c];
     }
     if (pk + p.ring >= pos0 + p.t) {
-        return weight_of(here, so, i, gmax) * v_ring[(pk % p.ring) * dim4 + h * hd4 + c];
+        let s = slot_lo + i;
+        let slot = select(s, s - p.ring, s >= p.ring);
+        return score_get(here, so, i) * v_ring[slot * dim4 + h * hd4 + c];
     }
     return vec4<f32>(0.0);
 }
@@ -192,25 +196,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let soft = reduce_softmax(lid, lmax, lsum);
     let gmax = soft.x;
     let den = soft.y;
+    // each position's weight once, in place of its score (this thread's own positions)
+    for (var i = lid; i < nk; i += WG) {
+        score_set(here, so, i, weight_of(here, so, i, gmax));
+    }
     storageBarrier();
     workgroupBarrier();
 
     let lanes = WG / hd4;
     let c = lid % hd4;
     let kl = lid / hd4;
+    let slot_lo = lo % p.ring;
     var acc = vec4<f32>(0.0);
     if (kl < lanes) {
         // four positions a lane at a time: their value loads go out together
         var i = kl;
         for (; i + 3u * lanes < nk; i += 4u * lanes) {
-            let v0 = weighted(here, so, i, gmax, lo, pos0, row4, dim4, h, hd4, c);
-            let v1 = weighted(here, so, i + lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
-            let v2 = weighted(here, so, i + 2u * lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
-            let v3 = weighted(here, so, i + 3u * lanes, gmax, lo, pos0, row4, dim4, h, hd4, c);
+            let v0 = weighted(here, so, i, lo, slot_lo, pos0, row4, dim4, h, hd4, c);
+            let v1 = weighted(here, so, i + lanes, lo, slot_lo, pos0, row4, dim4, h, hd4, c);
+            let v2 = weighted(here, so, i + 2u * lanes, lo, slot_lo, pos0, row4, dim4, h, hd4, c);
+            let v3 = weighted(here, so, i + 3u * lanes, lo, slot_lo, pos0, row4, dim4, h, hd4, c);
             acc += (v0 + v1) + (v2 + v3);
         }
         for (; i < nk; i += lanes) {
-            acc += weighted(here, so, i, gmax, lo, pos0, row4, dim4, h, hd4, c);
+            acc += weighted(here, so, i, lo, slot_lo, pos0, row4, dim4, h, hd4, c);
         }
     }
     part[lid] = acc;
