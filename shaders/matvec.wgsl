@@ -19,6 +19,11 @@
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
 // y[r, i] += v when p.accumulate == 1. Rows start at p.x_offset and p.y_offset elements
 // into x and y; k and p.x_offset must be multiples of 4 (every row starts a vec4).
+//
+// Partial rows (rope_attention_out_proj.wgsl's heads' parts of LayerScale(out_proj)): with
+// p.part_in the input row r is x's row plus part[r, 0..part_in, :] (before the LayerNorm);
+// with p.part_out and p.residual the residual is y's row plus part[r, 0..part_out, :], so
+// y[r, i] = (y[r, i] + sum_q part[r, q, i]) + scale[i] * v.
 
 struct Params {
     n: u32,
@@ -33,7 +38,13 @@ struct Params {
     eps: f32,
     // lanes per output element: 64, 128 or 256
     lanes: u32,
+    // partial rows a time row of the input holds behind it (x's row plus `part` rows
+    // [t, part_in, k]; 0: none), or of the residual y (`part` [t, part_out, n])
+    part_in: u32,
+    part_out: u32,
+    _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
@@ -43,6 +54,7 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> ln_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> ln_b: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> part: array<vec4<f32>>;
 
 
 // lanes' partial sums, one component per time row of the group of 4
@@ -51,8 +63,25 @@ var<workgroup> red: array<vec4<f32>, 256>;
 var<workgroup> stats: array<vec2<f32>, 4>;
 var<workgroup> lred: array<vec4<f32>, 256>;
 
-fn xs(e: u32) -> f32 {
-    return x[e / 4u][e % 4u];
+// input element e of time row r (e < k): x's, plus its partial rows' (p.part_in)
+fn xs(r: u32, e: u32) -> f32 {
+    let xe = p.x_offset + r * p.k + e;
+    var v = x[xe / 4u][xe % 4u];
+    for (var q = 0u; q < p.part_in; q++) {
+        let pe = (r * p.part_in + q) * p.k + e;
+        v += part[pe / 4u][pe % 4u];
+    }
+    return v;
+}
+
+// input vec4 j of time row r, as xs
+fn xv4(r: u32, j: u32) -> vec4<f32> {
+    let k4 = p.k / 4u;
+    var v = x[(p.x_offset + r * p.k) / 4u + j];
+    for (var q = 0u; q < p.part_in; q++) {
+        v += part[(r * p.part_in + q) * k4 + j];
+    }
+    return v;
 }
 
 // layer_norm.wgsl's reduce_sum2, over all 256 threads, for up to 4 rows at once (one per
@@ -105,10 +134,9 @@ fn main(
             var acc = vec4<f32>(0.0);
             var acc2 = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
-                let xo = p.x_offset + (r0 + r) * p.k;
-                first[r] = xs(xo);
+                first[r] = xs(r0 + r, 0u);
                 for (var j = lid; j < p.k; j += 256u) {
-                    let d = xs(xo + j) - first[r];
+                    let d = xs(r0 + r, j) - first[r];
                     acc[r] += d;
                     acc2[r] += d * d;
                 }
@@ -124,7 +152,7 @@ fn main(
         for (var j = lane; j < k4; j += lanes) {
             let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
-                var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
+                var xv = xv4(r0 + r, j);
                 if (p.norm == 1u) {
                     let st = stats[r];
                     xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
@@ -147,7 +175,12 @@ fn main(
             }
             let yo = p.y_offset + (r0 + lane) * p.n + i;
             if (p.residual == 1u) {
-                y[yo] += scale[i] * v;
+                var res = y[yo];
+                for (var q = 0u; q < p.part_out; q++) {
+                    let pe = ((r0 + lane) * p.part_out + q) * p.n + i;
+                    res += part[pe / 4u][pe % 4u];
+                }
+                y[yo] = res + scale[i] * v;
             } else if (p.accumulate == 1u) {
                 y[yo] += v;
             } else {
