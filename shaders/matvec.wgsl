@@ -20,10 +20,10 @@
 // y[r, i] += v when p.accumulate == 1. Rows start at p.x_offset and p.y_offset elements
 // into x and y; k and p.x_offset must be multiples of 4 (every row starts a vec4).
 //
-// Partial rows (rope_attention_out_proj.wgsl's heads' parts of LayerScale(out_proj)): with
-// p.part_in the input row r is x's row plus part[r, 0..part_in, :] (before the LayerNorm);
-// with p.part_out and p.residual the residual is y's row plus part[r, 0..part_out, :], so
-// y[r, i] = (y[r, i] + sum_q part[r, q, i]) + scale[i] * v.
+// The input rows and the residual come through the prelude before this file:
+// matvec_input.wgsl reads x and y as they are; matvec_partials.wgsl adds to each the
+// partial rows behind it (rope_attention_out_proj.wgsl's heads' parts of a layer's
+// LayerScale(out_proj)).
 
 struct Params {
     n: u32,
@@ -38,8 +38,8 @@ struct Params {
     eps: f32,
     // lanes per output element: 64, 128 or 256
     lanes: u32,
-    // partial rows a time row of the input holds behind it (x's row plus `part` rows
-    // [t, part_in, k]; 0: none), or of the residual y (`part` [t, part_out, n])
+    // partial rows behind each time row of the input or of the residual
+    // (matvec_partials.wgsl; 0 in matvec_input.wgsl's pipeline)
     part_in: u32,
     part_out: u32,
     _pad0: u32,
@@ -54,7 +54,6 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> ln_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> ln_b: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read> part: array<vec4<f32>>;
 
 
 // lanes' partial sums, one component per time row of the group of 4
@@ -62,27 +61,6 @@ var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
 var<workgroup> lred: array<vec4<f32>, 256>;
-
-// input element e of time row r (e < k): x's, plus its partial rows' (p.part_in)
-fn xs(r: u32, e: u32) -> f32 {
-    let xe = p.x_offset + r * p.k + e;
-    var v = x[xe / 4u][xe % 4u];
-    for (var q = 0u; q < p.part_in; q++) {
-        let pe = (r * p.part_in + q) * p.k + e;
-        v += part[pe / 4u][pe % 4u];
-    }
-    return v;
-}
-
-// input vec4 j of time row r, as xs
-fn xv4(r: u32, j: u32) -> vec4<f32> {
-    let k4 = p.k / 4u;
-    var v = x[(p.x_offset + r * p.k) / 4u + j];
-    for (var q = 0u; q < p.part_in; q++) {
-        v += part[(r * p.part_in + q) * k4 + j];
-    }
-    return v;
-}
 
 // layer_norm.wgsl's reduce_sum2, over all 256 threads, for up to 4 rows at once (one per
 // component: each row's sums of d and of d * d in that kernel's order, in one tree). The
@@ -128,15 +106,16 @@ fn main(
     let k4 = p.k / 4u;
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
+        stage_input(lid, r0, rows);
         if (p.norm == 1u) {
             // the rows' sums of d = x - x[r, 0] and of d * d, in one tree
             var first = vec4<f32>(0.0);
             var acc = vec4<f32>(0.0);
             var acc2 = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
-                first[r] = xs(r0 + r, 0u);
+                first[r] = x_at(r0 + r, 0u);
                 for (var j = lid; j < p.k; j += 256u) {
-                    let d = xs(r0 + r, j) - first[r];
+                    let d = x_at(r0 + r, j) - first[r];
                     acc[r] += d;
                     acc2[r] += d * d;
                 }
@@ -147,12 +126,14 @@ fn main(
             }
             workgroupBarrier();
         }
+        // what the residual adds besides y (its loads out before the dot products)
+        let early = residual_early(r0 + lane, i, lane < rows && live);
         var acc = vec4<f32>(0.0);
         let wo = wi * k4;
         for (var j = lane; j < k4; j += lanes) {
             let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
-                var xv = xv4(r0 + r, j);
+                var xv = x_vec(r0 + r, j);
                 if (p.norm == 1u) {
                     let st = stats[r];
                     xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
@@ -175,12 +156,7 @@ fn main(
             }
             let yo = p.y_offset + (r0 + lane) * p.n + i;
             if (p.residual == 1u) {
-                var res = y[yo];
-                for (var q = 0u; q < p.part_out; q++) {
-                    let pe = ((r0 + lane) * p.part_out + q) * p.n + i;
-                    res += part[pe / 4u][pe % 4u];
-                }
-                y[yo] = res + scale[i] * v;
+                y[yo] = residual_row(y[yo], early) + scale[i] * v;
             } else if (p.accumulate == 1u) {
                 y[yo] += v;
             } else {

@@ -23,28 +23,46 @@ fn store_head(lid: u32, r: u32, h: u32, hd4: u32, lanes: u32, den: f32) {
         qs[lid] = sum / den;
     }
     workgroupBarrier();
-    // a thread per row of out_proj, eight vec4s of it at a time (their loads go out together)
+    // a thread per two rows of out_proj (i and i + 256), eight vec4s of each at a time: their
+    // sixteen loads go out together
     let dim4 = p.dim / 4u;
     let o = (r * p.heads + h) * dim4;
-    for (var i = lid; i < p.dim; i += WG) {
-        let wo = i * dim4 + h * hd4;
-        var acc = vec4<f32>(0.0);
+    for (var i = lid; i < p.dim; i += 2u * WG) {
+        let i1 = min(i + WG, p.dim - 1u);
+        let wa = i * dim4 + h * hd4;
+        let wb = i1 * dim4 + h * hd4;
+        var acc_a = vec4<f32>(0.0);
+        var acc_b = vec4<f32>(0.0);
         var e = 0u;
         for (; e + 7u < hd4; e += 8u) {
-            let w0 = w_out[wo + e];
-            let w1 = w_out[wo + e + 1u];
-            let w2 = w_out[wo + e + 2u];
-            let w3 = w_out[wo + e + 3u];
-            let w4 = w_out[wo + e + 4u];
-            let w5 = w_out[wo + e + 5u];
-            let w6 = w_out[wo + e + 6u];
-            let w7 = w_out[wo + e + 7u];
-            acc += ((qs[e] * w0 + qs[e + 1u] * w1) + (qs[e + 2u] * w2 + qs[e + 3u] * w3))
-                + ((qs[e + 4u] * w4 + qs[e + 5u] * w5) + (qs[e + 6u] * w6 + qs[e + 7u] * w7));
+            let a0 = w_out[wa + e];
+            let a1 = w_out[wa + e + 1u];
+            let a2 = w_out[wa + e + 2u];
+            let a3 = w_out[wa + e + 3u];
+            let a4 = w_out[wa + e + 4u];
+            let a5 = w_out[wa + e + 5u];
+            let a6 = w_out[wa + e + 6u];
+            let a7 = w_out[wa + e + 7u];
+            let b0 = w_out[wb + e];
+            let b1 = w_out[wb + e + 1u];
+            let b2 = w_out[wb + e + 2u];
+            let b3 = w_out[wb + e + 3u];
+            let b4 = w_out[wb + e + 4u];
+            let b5 = w_out[wb + e + 5u];
+            let b6 = w_out[wb + e + 6u];
+            let b7 = w_out[wb + e + 7u];
+            acc_a += ((qs[e] * a0 + qs[e + 1u] * a1) + (qs[e + 2u] * a2 + qs[e + 3u] * a3))
+                + ((qs[e + 4u] * a4 + qs[e + 5u] * a5) + (qs[e + 6u] * a6 + qs[e + 7u] * a7));
+            acc_b += ((qs[e] * b0 + qs[e + 1u] * b1) + (qs[e + 2u] * b2 + qs[e + 3u] * b3))
+                + ((qs[e + 4u] * b4 + qs[e + 5u] * b5) + (qs[e + 6u] * b6 + qs[e + 7u] * b7));
         }
         for (; e < hd4; e++) {
-            acc += qs[e] * w_out[wo + e];
+            acc_a += qs[e] * w_out[wa + e];
+            acc_b += qs[e] * w_out[wb + e];
         }
-        out[o + i / 4u][i % 4u] = w_scale[i] * ((acc.x + acc.y) + (acc.z + acc.w));
+        out[o + i / 4u][i % 4u] = w_scale[i] * ((acc_a.x + acc_a.y) + (acc_a.z + acc_a.w));
+        if (i + WG < p.dim) {
+            out[o + i1 / 4u][i1 % 4u] = w_scale[i1] * ((acc_b.x + acc_b.y) + (acc_b.z + acc_b.w));
+        }
     }
 }

@@ -437,8 +437,8 @@ mod oracles {
     /// linear taking the residual row plus the parts, and the linear whose residual add
     /// takes them too, against the f64-summed oracle (`attention_oracle`, out_proj,
     /// LayerNorm, the two linears) over frames that wrap the ring: heads of 16 (two loads
-    /// of eight a row of out_proj), 6 vec4s (the tail after no round of eight) and Mimi's 64
-    /// over 8 heads. One position a frame, the builder told not to fuse, or weights smaller
+    /// of eight a row of out_proj), 6 vec4s (the tail after no round of eight), 5 rows (two
+    /// groups of rows staged in turn) and Mimi's 64 over 8 heads. One position a frame, the builder told not to fuse, or weights smaller
     /// than their shapes: `None` or an error, nothing added to the plan.
     #[test]
     fn attention_out_proj_parts_feed_the_linears_after_it() {
@@ -447,7 +447,7 @@ mod oracles {
             let mut rng = Lcg(0x0b_f7_0e);
             let eps = 1e-5f32;
             // (t, dim, heads, context, ffn)
-            for &(t, dim, heads, context, f) in &[(2usize, 64usize, 4usize, 5usize, 40usize), (3, 48, 2, 7, 24), (2, 512, 8, 20, 96)] {
+            for &(t, dim, heads, context, f) in &[(2usize, 64usize, 4usize, 5usize, 40usize), (3, 48, 2, 7, 24), (5, 32, 2, 7, 24), (2, 512, 8, 20, 96)] {
                 let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true, kv_half: false };
                 let up = |v: &[f32]| ctx.storage_f32("w", v).unwrap();
                 let (w_out, ls1, lw, lb, w1, w2, ls2) = (rng.vec(dim * dim), rng.vec(dim), rng.vec(dim), rng.vec(dim), rng.vec(f * dim), rng.vec(dim * f), rng.vec(dim));

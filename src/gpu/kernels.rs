@@ -60,7 +60,10 @@ kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
 kernel!(LAYER_NORM, "layer_norm" = ["layer_norm_stats", "layer_norm"], [R, R, R, RW, U]);
-kernel!(MATVEC, "matvec" = ["layer_norm_stats", "matvec"], [R, R, R, RW, U, R, R, R]);
+// the f32 linear on its input rows and residual as they are, and with the partial rows behind
+// them (`_partials`: rope_attention_out_proj's heads' parts of out_proj, bound at 7)
+kernel!(MATVEC, "matvec" = ["layer_norm_stats", "matvec_input", "matvec"], [R, R, R, RW, U, R, R]);
+kernel!(MATVEC_PARTIALS, "matvec_partials" = ["layer_norm_stats", "matvec_partials", "matvec"], [R, R, R, RW, U, R, R, R]);
 kernel!(ROPE_KV, "rope_kv" = ["frame", "rope_kv"], [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention" = ["frame", "attention"], [R, R, R, R, RW, RW, U, U]);
 // the head's output stored as it is, or through its columns of out_proj (`_out_proj`)
@@ -92,7 +95,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION, ROPE_ATTENTION_OUT_PROJ,
+    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, MATVEC_PARTIALS, ROPE_KV, ATTENTION, ROPE_ATTENTION, ROPE_ATTENTION_OUT_PROJ,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PACKED, Q8_MATVEC_DOT4_PARTIALS, Q8_MATVEC_DOT4_PARTIALS_PACKED, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
@@ -194,7 +197,8 @@ pub(crate) struct MatvecParams {
     pub eps: f32,
     /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)
     pub lanes: u32,
-    /// partial rows per time row added to the input (bound at 7, `[t, part_in, k]`)
+    /// partial rows per time row added to the input (`matvec_partials` only, bound at 7,
+    /// `[t, part_in, k]`)
     pub part_in: u32,
     /// partial rows per time row added to the residual (`[t, part_out, n]`)
     pub part_out: u32,

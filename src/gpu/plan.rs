@@ -1026,6 +1026,10 @@ pub fn out_proj_fused_from_env() -> Result<bool> {
     env_switch("INFERENCELAYER_OUT_PROJ", "fused", "apart")
 }
 
+/// Most input values of a group of (at most 4) time rows that `matvec_partials.wgsl` sums with
+/// their partial rows into workgroup memory (its `XST` vec4s).
+pub const MATVEC_STAGED: usize = 1024;
+
 /// Most partial rows a residual row holds behind it for the i8 kernel
 /// (`shaders/q8_partials.wgsl`'s `MAX_PARTIALS`).
 pub const MAX_PARTIALS: usize = 8;
@@ -1567,6 +1571,9 @@ impl<'a> PlanBuilder<'a> {
                 return Err(Error::config(label, "a linear takes partial rows into its input or its residual, not both"));
             }
             fits(parts, k)?;
+            if t.min(4) * k > MATVEC_STAGED {
+                return Err(Error::config(label, format!("a linear sums partial rows into its input for at most {MATVEC_STAGED} values of a group of 4 rows, got {} rows of {k}", t.min(4))));
+            }
             p.part_in = parts.rows as u32;
             part = parts.buf.clone();
         }
@@ -1581,7 +1588,12 @@ impl<'a> PlanBuilder<'a> {
         let lanes = self.matvec_lanes.unwrap_or_else(|| matvec_lanes_auto(self.ctx.info.cpu, k, p.norm == 1));
         p.lanes = lanes as u32;
         let pb = self.params(label, &p);
-        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b, &part], grid_for(n.div_ceil(WG_MATVEC / lanes)));
+        let groups = grid_for(n.div_ceil(WG_MATVEC / lanes));
+        if p.part_in == 0 && p.part_out == 0 {
+            self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], groups);
+        } else {
+            self.step(&MATVEC_PARTIALS, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b, &part], groups);
+        }
         Ok(())
     }
 
@@ -1600,7 +1612,8 @@ impl<'a> PlanBuilder<'a> {
     /// bias-free, torch.nn.Linear layout) with its LayerScale (`scale` `[dim]`) in one
     /// dispatch (`shaders/rope_attention_out_proj.wgsl`), where the step takes
     /// `rope_attention`'s one-dispatch path with more than one new position (Mimi's two a
-    /// frame), its rings are f32 and the builder fuses (`INFERENCELAYER_OUT_PROJ`,
+    /// frame), its rings are f32, a group of 4 rows of the parts' sum fits the linear after it
+    /// ([`MATVEC_STAGED`]) and the builder fuses (`INFERENCELAYER_OUT_PROJ`,
     /// [`out_proj_fused_from_env`]). The workgroup of a head and a row writes that head's part
     /// `scale * (w_out[:, head] . attention[row, head])` of the row: returns the parts
     /// `[t * heads, dim]`, which the linears after it take as [`PartialRows`] of `heads` rows
@@ -1612,7 +1625,7 @@ impl<'a> PlanBuilder<'a> {
         let t = qkv.shape[0];
         let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
         let shaped = heads > 0 && dim % heads == 0 && (dim / heads) % 4 == 0 && dim / heads <= 256 && qkv.shape.len() == 2 && qkv.shape[1] == 3 * dim;
-        if !self.out_proj_fused || !shaped || t < 2 || t * (dim / heads / 4) > 256 || t > ring || self.kv_half(spec) {
+        if !self.out_proj_fused || !shaped || t < 2 || t * (dim / heads / 4) > 256 || t > ring || self.kv_half(spec) || t.min(4) * dim > MATVEC_STAGED {
             return Ok(None);
         }
         if w_out.size() < (4 * dim * dim) as u64 || scale.size() < (4 * dim) as u64 {
