@@ -13,6 +13,21 @@
 @group(0) @binding(8) var<storage, read> w_out: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read> w_scale: array<f32>;
 
+// the head's output against eight vec4s of an out_proj row from wo + e: the loads go out
+// together
+fn row_part8(wo: u32, e: u32) -> vec4<f32> {
+    let w0 = w_out[wo + e];
+    let w1 = w_out[wo + e + 1u];
+    let w2 = w_out[wo + e + 2u];
+    let w3 = w_out[wo + e + 3u];
+    let w4 = w_out[wo + e + 4u];
+    let w5 = w_out[wo + e + 5u];
+    let w6 = w_out[wo + e + 6u];
+    let w7 = w_out[wo + e + 7u];
+    return ((qs[e] * w0 + qs[e + 1u] * w1) + (qs[e + 2u] * w2 + qs[e + 3u] * w3))
+        + ((qs[e + 4u] * w4 + qs[e + 5u] * w5) + (qs[e + 6u] * w6 + qs[e + 7u] * w7));
+}
+
 fn store_head(lid: u32, r: u32, h: u32, hd4: u32, lanes: u32, den: f32) {
     // the head's output into qs (the query is read no more)
     if (lid < hd4) {
@@ -23,8 +38,7 @@ fn store_head(lid: u32, r: u32, h: u32, hd4: u32, lanes: u32, den: f32) {
         qs[lid] = sum / den;
     }
     workgroupBarrier();
-    // a thread per two rows of out_proj (i and i + 256), eight vec4s of each at a time: their
-    // sixteen loads go out together
+    // a thread per two rows of out_proj (i and i + 256), eight vec4s of each at a time
     let dim4 = p.dim / 4u;
     let o = (r * p.heads + h) * dim4;
     for (var i = lid; i < p.dim; i += 2u * WG) {
@@ -35,26 +49,8 @@ fn store_head(lid: u32, r: u32, h: u32, hd4: u32, lanes: u32, den: f32) {
         var acc_b = vec4<f32>(0.0);
         var e = 0u;
         for (; e + 7u < hd4; e += 8u) {
-            let a0 = w_out[wa + e];
-            let a1 = w_out[wa + e + 1u];
-            let a2 = w_out[wa + e + 2u];
-            let a3 = w_out[wa + e + 3u];
-            let a4 = w_out[wa + e + 4u];
-            let a5 = w_out[wa + e + 5u];
-            let a6 = w_out[wa + e + 6u];
-            let a7 = w_out[wa + e + 7u];
-            let b0 = w_out[wb + e];
-            let b1 = w_out[wb + e + 1u];
-            let b2 = w_out[wb + e + 2u];
-            let b3 = w_out[wb + e + 3u];
-            let b4 = w_out[wb + e + 4u];
-            let b5 = w_out[wb + e + 5u];
-            let b6 = w_out[wb + e + 6u];
-            let b7 = w_out[wb + e + 7u];
-            acc_a += ((qs[e] * a0 + qs[e + 1u] * a1) + (qs[e + 2u] * a2 + qs[e + 3u] * a3))
-                + ((qs[e + 4u] * a4 + qs[e + 5u] * a5) + (qs[e + 6u] * a6 + qs[e + 7u] * a7));
-            acc_b += ((qs[e] * b0 + qs[e + 1u] * b1) + (qs[e + 2u] * b2 + qs[e + 3u] * b3))
-                + ((qs[e + 4u] * b4 + qs[e + 5u] * b5) + (qs[e + 6u] * b6 + qs[e + 7u] * b7));
+            acc_a += row_part8(wa, e);
+            acc_b += row_part8(wb, e);
         }
         for (; e < hd4; e++) {
             acc_a += qs[e] * w_out[wa + e];

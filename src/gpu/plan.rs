@@ -1019,7 +1019,8 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
 }
 
 /// Whether plans take a short window's attention into its out_proj where
-/// [`PlanBuilder::attention_out_proj_group`] says it fits: `INFERENCELAYER_OUT_PROJ=apart`
+/// [`PlanBuilder::attention_out_proj_group`] (the depformer's) or
+/// [`PlanBuilder::rope_attention_out_proj`] (Mimi's) says it fits: `INFERENCELAYER_OUT_PROJ=apart`
 /// keeps the two dispatches (for measurements), `fused` or unset takes it; any other value
 /// is an [`Error::Input`]. On the web always fused.
 pub fn out_proj_fused_from_env() -> Result<bool> {
@@ -1474,15 +1475,11 @@ impl<'a> PlanBuilder<'a> {
         w: &wgpu::Buffer,
         (n, k): (usize, usize),
         x: &Tensor,
-        (ln_w, ln_b, eps): (&wgpu::Buffer, &wgpu::Buffer, f32),
+        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
         y: &Tensor,
         out: LinearOut<'_>,
     ) -> Result<()> {
-        let t = x.shape[0];
-        if x.shape.len() != 2 || x.shape[1] != k || y.len() != t * n {
-            return Err(Error::config(label, format!("a LayerNorm-fused linear [{n}, {k}] cannot take {:?} into {:?}", x.shape, y.shape)));
-        }
-        self.matvec(label, w, (n, k), t, (&x.buf, 0), None, Some((ln_w, ln_b, eps)), (&y.buf, 0), out)
+        self.normed_matvec(label, w, (n, k), x, None, ln, y, out)
     }
 
     /// [`Self::linear_layer_norm`] of `x` plus the partial rows behind each of its rows
@@ -1497,7 +1494,22 @@ impl<'a> PlanBuilder<'a> {
         (n, k): (usize, usize),
         x: &Tensor,
         parts: PartialRows<'_>,
-        (ln_w, ln_b, eps): (&wgpu::Buffer, &wgpu::Buffer, f32),
+        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
+        y: &Tensor,
+        out: LinearOut<'_>,
+    ) -> Result<()> {
+        self.normed_matvec(label, w, (n, k), x, Some(parts), ln, y, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn normed_matvec(
+        &mut self,
+        label: &str,
+        w: &wgpu::Buffer,
+        (n, k): (usize, usize),
+        x: &Tensor,
+        parts: Option<PartialRows<'_>>,
+        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
         y: &Tensor,
         out: LinearOut<'_>,
     ) -> Result<()> {
@@ -1505,7 +1517,7 @@ impl<'a> PlanBuilder<'a> {
         if x.shape.len() != 2 || x.shape[1] != k || y.len() != t * n {
             return Err(Error::config(label, format!("a LayerNorm-fused linear [{n}, {k}] cannot take {:?} into {:?}", x.shape, y.shape)));
         }
-        self.matvec(label, w, (n, k), t, (&x.buf, 0), Some(parts), Some((ln_w, ln_b, eps)), (&y.buf, 0), out)
+        self.matvec(label, w, (n, k), t, (&x.buf, 0), parts, Some(ln), (&y.buf, 0), out)
     }
 
     #[allow(clippy::too_many_arguments)]
