@@ -19,11 +19,6 @@
 // (the residual branch of a transformer layer, moshi.modules.transformer.LayerScale), or
 // y[r, i] += v when p.accumulate == 1. Rows start at p.x_offset and p.y_offset elements
 // into x and y; k and p.x_offset must be multiples of 4 (every row starts a vec4).
-//
-// The input rows and the residual come through the prelude before this file:
-// matvec_input.wgsl reads x and y as they are; matvec_partials.wgsl adds to each the
-// partial rows behind it (rope_attention_out_proj.wgsl's heads' parts of a layer's
-// LayerScale(out_proj)).
 
 struct Params {
     n: u32,
@@ -38,13 +33,7 @@ struct Params {
     eps: f32,
     // lanes per output element: 64, 128 or 256
     lanes: u32,
-    // partial rows behind each time row of the input or of the residual
-    // (matvec_partials.wgsl; 0 in matvec_input.wgsl's pipeline)
-    part_in: u32,
-    part_out: u32,
-    _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
@@ -61,6 +50,10 @@ var<workgroup> red: array<vec4<f32>, 256>;
 // the LayerNorm statistics of the group's time rows
 var<workgroup> stats: array<vec2<f32>, 4>;
 var<workgroup> lred: array<vec4<f32>, 256>;
+
+fn xs(e: u32) -> f32 {
+    return x[e / 4u][e % 4u];
+}
 
 // layer_norm.wgsl's reduce_sum2, over all 256 threads, for up to 4 rows at once (one per
 // component: each row's sums of d and of d * d in that kernel's order, in one tree). The
@@ -106,16 +99,16 @@ fn main(
     let k4 = p.k / 4u;
     for (var r0 = 0u; r0 < p.t; r0 += 4u) {
         let rows = min(4u, p.t - r0);
-        stage_input(lid, r0, rows);
         if (p.norm == 1u) {
             // the rows' sums of d = x - x[r, 0] and of d * d, in one tree
             var first = vec4<f32>(0.0);
             var acc = vec4<f32>(0.0);
             var acc2 = vec4<f32>(0.0);
             for (var r = 0u; r < rows; r++) {
-                first[r] = x_at(r0 + r, 0u);
+                let xo = p.x_offset + (r0 + r) * p.k;
+                first[r] = xs(xo);
                 for (var j = lid; j < p.k; j += 256u) {
-                    let d = x_at(r0 + r, j) - first[r];
+                    let d = xs(xo + j) - first[r];
                     acc[r] += d;
                     acc2[r] += d * d;
                 }
@@ -126,14 +119,12 @@ fn main(
             }
             workgroupBarrier();
         }
-        // what the residual adds besides y (its loads out before the dot products)
-        let early = residual_early(r0 + lane, i, lane < rows && live);
         var acc = vec4<f32>(0.0);
         let wo = wi * k4;
         for (var j = lane; j < k4; j += lanes) {
             let wv = w[wo + j];
             for (var r = 0u; r < rows; r++) {
-                var xv = x_vec(r0 + r, j);
+                var xv = x[(p.x_offset + (r0 + r) * p.k) / 4u + j];
                 if (p.norm == 1u) {
                     let st = stats[r];
                     xv = (xv - vec4<f32>(st.x)) * st.y * ln_w[j] + ln_b[j];
@@ -156,7 +147,7 @@ fn main(
             }
             let yo = p.y_offset + (r0 + lane) * p.n + i;
             if (p.residual == 1u) {
-                y[yo] = residual_row(y[yo], early) + scale[i] * v;
+                y[yo] += scale[i] * v;
             } else if (p.accumulate == 1u) {
                 y[yo] += v;
             } else {

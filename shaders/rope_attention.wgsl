@@ -9,8 +9,7 @@
 //   qkv      : [t, 3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
 //   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
 //   scores   : [t, heads, ring]  scratch, for windows over 1024 positions (else workgroup memory)
-//   out      : [t, dim / 4] vec4 (rope_attention_store.wgsl), or [t, heads, dim / 4] vec4
-//              each head's part of out_proj (rope_attention_out_proj.wgsl)
+//   out      : [t, dim / 4] vec4
 //
 // hd must be a multiple of 4, at most 256. This frame's keys and values are read from qkv,
 // never from the rings (other workgroups write them there; the pushes of all rows happen
@@ -29,8 +28,7 @@ struct Params {
     t: u32,
 }
 
-// after frame.wgsl (Frame) and rope.wgsl (rotate); before rope_attention_store.wgsl or
-// rope_attention_out_proj.wgsl (store_head: what the workgroup writes of its head and row)
+// after frame.wgsl (Frame) and rope.wgsl (rotate)
 @group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> k_ring: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> v_ring: array<vec4<f32>>;
@@ -226,6 +224,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     part[lid] = acc;
     workgroupBarrier();
-    // rope_attention_store.wgsl or rope_attention_out_proj.wgsl
-    store_head(lid, r, h, hd4, lanes, den);
+    if (lid < hd4) {
+        var sum = vec4<f32>(0.0);
+        for (var l = 0u; l < lanes; l++) {
+            sum += part[l * hd4 + lid];
+        }
+        out[r * dim4 + h * hd4 + lid] = sum / den;
+    }
 }

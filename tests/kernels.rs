@@ -80,7 +80,7 @@ mod oracles {
     //! replicate padding, a prefix longer than the frame, no prefix), the transposed conv
     //! with its overlap tail, over several frames; the LayerNorm-fused linear; rope, KV push
     //! and attention of several steps in one dispatch, across ring wraps.
-    use inferencelayer::gpu::{ConvKernel, Elu, FrameParams, GpuContext, LinearOut, PartialRows, Plan, PlanBuilder, Tensor, TransformerSpec};
+    use inferencelayer::gpu::{ConvKernel, Elu, FrameParams, GpuContext, LinearOut, Plan, PlanBuilder, Tensor, TransformerSpec};
     use inferencelayer::mimi::conv::{elu1, Conv1d, ConvTr1d};
 
     struct Lcg(u64);
@@ -430,90 +430,6 @@ mod oracles {
             }
         }
         out
-    }
-
-    /// A transformer layer's attention with its `out_proj` and LayerScale in one dispatch
-    /// (`rope_attention_out_proj`: each head's part of the row), then the LayerNorm-fused
-    /// linear taking the residual row plus the parts, and the linear whose residual add
-    /// takes them too, against the f64-summed oracle (`attention_oracle`, out_proj,
-    /// LayerNorm, the two linears) over frames that wrap the ring: heads of 16 (two loads
-    /// of eight a row of out_proj), 6 vec4s (the tail after no round of eight), 5 rows (two
-    /// groups of rows staged in turn) and Mimi's 64 over 8 heads. One position a frame, the builder told not to fuse, or weights smaller
-    /// than their shapes: `None` or an error, nothing added to the plan.
-    #[test]
-    fn attention_out_proj_parts_feed_the_linears_after_it() {
-        pollster::block_on(async {
-            let ctx = GpuContext::new().await.expect("a GPU adapter (lavapipe works)");
-            let mut rng = Lcg(0x0b_f7_0e);
-            let eps = 1e-5f32;
-            // (t, dim, heads, context, ffn)
-            for &(t, dim, heads, context, f) in &[(2usize, 64usize, 4usize, 5usize, 40usize), (3, 48, 2, 7, 24), (5, 32, 2, 7, 24), (2, 512, 8, 20, 96)] {
-                let spec = TransformerSpec { dim, heads, context, max_period: 10000.0, rope: true, kv_half: false };
-                let up = |v: &[f32]| ctx.storage_f32("w", v).unwrap();
-                let (w_out, ls1, lw, lb, w1, w2, ls2) = (rng.vec(dim * dim), rng.vec(dim), rng.vec(dim), rng.vec(dim), rng.vec(f * dim), rng.vec(dim * f), rng.vec(dim));
-                let (w_out_b, ls1_b, lw_b, lb_b, w1_b, w2_b, ls2_b) = (up(&w_out), up(&ls1), up(&lw), up(&lb), up(&w1), up(&w2), up(&ls2));
-                let qkv = Tensor { buf: ctx.zeros("qkv", t * 3 * dim).unwrap(), shape: vec![t, 3 * dim] };
-                let x = Tensor { buf: ctx.zeros("x", t * dim).unwrap(), shape: vec![t, dim] };
-                let frame = ctx.uniform("frame", bytemuck::bytes_of(&FrameParams::default()));
-                let mut b = PlanBuilder::new(&ctx, &frame).unwrap();
-                b.set_out_proj_fused(true);
-                let ff = b.tensor("ff", &[t, f]).unwrap();
-                // what does not fit adds nothing
-                let one = Tensor { buf: ctx.zeros("qkv1", 3 * dim).unwrap(), shape: vec![1, 3 * dim] };
-                assert!(b.rope_attention_out_proj("one", &spec, &one, (&w_out_b, &ls1_b)).unwrap().is_none());
-                assert!(b.rope_attention_out_proj("small", &spec, &qkv, (&ls1_b, &ls1_b)).is_err());
-                b.set_out_proj_fused(false);
-                assert!(b.rope_attention_out_proj("apart", &spec, &qkv, (&w_out_b, &ls1_b)).unwrap().is_none());
-                assert_eq!(b.dispatches(), 0);
-                b.set_out_proj_fused(true);
-                let parts = b.rope_attention_out_proj("attn", &spec, &qkv, (&w_out_b, &ls1_b)).unwrap().expect("fits");
-                assert_eq!(parts.shape, vec![t * heads, dim]);
-                let parts = PartialRows { buf: &parts.buf, rows: heads };
-                let short = PartialRows { buf: &ls1_b, rows: heads };
-                assert!(b.linear_layer_norm_partials("short", &w1_b, (f, dim), &x, short, (&lw_b, &lb_b, eps), &ff, LinearOut::Store).is_err());
-                assert!(b.linear("short", &w2_b, (dim, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::ResidualPartials(&ls2_b, short)).is_err());
-                assert_eq!(b.dispatches(), 1);
-                b.linear_layer_norm_partials("norm2+linear1", &w1_b, (f, dim), &x, parts, (&lw_b, &lb_b, eps), &ff, LinearOut::Store).unwrap();
-                b.linear("linear2", &w2_b, (dim, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::ResidualPartials(&ls2_b, parts)).unwrap();
-                let (plan, state, _) = b.finish();
-                assert_eq!(plan.dispatches(), 3);
-                state.reset(&ctx);
-                let (mut kr, mut vr, mut pr) = (vec![0f32; context * dim], vec![0f32; context * dim], vec![None; context]);
-                for fr in 0..(2 * context / t + 3) {
-                    let (q, x0) = (rng.vec(t * 3 * dim), rng.vec(t * dim));
-                    ctx.queue.write_buffer(&qkv.buf, 0, bytemuck::cast_slice(&q));
-                    ctx.queue.write_buffer(&x.buf, 0, bytemuck::cast_slice(&x0));
-                    let fp = FrameParams { pos: (fr * t) as u32, first: (fr == 0) as u32, index: fr as u32, _pad: 0 };
-                    ctx.queue.write_buffer(&frame, 0, bytemuck::bytes_of(&fp));
-                    replay(&ctx, &plan);
-                    let attn = attention_oracle(&q, (dim, heads, context, 10000.0), fr * t, &mut kr, &mut vr, &mut pr);
-                    let (mut want_ff, mut want_dx) = (vec![0f32; t * f], vec![0f32; t * dim]);
-                    for r in 0..t {
-                        let a = &attn[r * dim..][..dim];
-                        let proj: Vec<f64> = (0..dim).map(|i| ls1[i] as f64 * (0..dim).map(|j| w_out[i * dim + j] as f64 * a[j] as f64).sum::<f64>()).collect();
-                        let x1: Vec<f64> = (0..dim).map(|i| x0[r * dim + i] as f64 + proj[i]).collect();
-                        let mean = x1.iter().sum::<f64>() / dim as f64;
-                        let var = x1.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / dim as f64;
-                        let inv = 1.0 / (var + eps as f64).sqrt();
-                        let n: Vec<f64> = (0..dim).map(|j| (x1[j] - mean) * inv * lw[j] as f64 + lb[j] as f64).collect();
-                        let h: Vec<f64> = (0..f).map(|i| (0..dim).map(|j| w1[i * dim + j] as f64 * n[j]).sum()).collect();
-                        for i in 0..f {
-                            want_ff[r * f + i] = h[i] as f32;
-                        }
-                        for i in 0..dim {
-                            let v: f64 = (0..f).map(|j| w2[i * f + j] as f64 * h[j]).sum();
-                            want_dx[r * dim + i] = (proj[i] + ls2[i] as f64 * v) as f32;
-                        }
-                    }
-                    let got_ff = ctx.read_f32(&ff.buf, t * f).await.unwrap();
-                    let e = rel_err(&got_ff, &want_ff);
-                    assert!(e < 1e-5, "t {t}, dim {dim}, frame {fr}: linear1 of the norm of x and the parts, relative error {e:e}");
-                    let got_dx: Vec<f32> = ctx.read_f32(&x.buf, t * dim).await.unwrap().iter().zip(&x0).map(|(g, x)| g - x).collect();
-                    let e = rel_err(&got_dx, &want_dx);
-                    assert!(e < 1e-5, "t {t}, dim {dim}, frame {fr}: the residual's parts and linear2, relative error {e:e}");
-                }
-            }
-        });
     }
 
     /// Rope, KV push and attention of t steps a frame against the oracle over frames that

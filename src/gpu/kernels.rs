@@ -60,15 +60,10 @@ kernel!(CONV_TRANSPOSE1D, "conv_transpose1d" = ["frame", "conv_transpose1d"], [R
 kernel!(COPY, "copy", [R, RW, U]);
 kernel!(TRANSPOSE, "transpose", [R, RW, U]);
 kernel!(LAYER_NORM, "layer_norm" = ["layer_norm_stats", "layer_norm"], [R, R, R, RW, U]);
-// the f32 linear on its input rows and residual as they are, and with the partial rows behind
-// them (`_partials`: rope_attention_out_proj's heads' parts of out_proj, bound at 7)
-kernel!(MATVEC, "matvec" = ["layer_norm_stats", "matvec_input", "matvec"], [R, R, R, RW, U, R, R]);
-kernel!(MATVEC_PARTIALS, "matvec_partials" = ["layer_norm_stats", "matvec_partials", "matvec"], [R, R, R, RW, U, R, R, R]);
+kernel!(MATVEC, "matvec" = ["layer_norm_stats", "matvec"], [R, R, R, RW, U, R, R]);
 kernel!(ROPE_KV, "rope_kv" = ["frame", "rope_kv"], [R, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION, "attention" = ["frame", "attention"], [R, R, R, R, RW, RW, U, U]);
-// the head's output stored as it is, or through its columns of out_proj (`_out_proj`)
-kernel!(ROPE_ATTENTION, "rope_attention" = ["frame", "rope", "rope_attention", "rope_attention_store"], [R, RW, RW, RW, RW, RW, U, U]);
-kernel!(ROPE_ATTENTION_OUT_PROJ, "rope_attention_out_proj" = ["frame", "rope", "rope_attention", "rope_attention_out_proj"], [R, RW, RW, RW, RW, RW, U, U, R, R]);
+kernel!(ROPE_ATTENTION, "rope_attention" = ["frame", "rope", "rope_attention"], [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION_SMALL, "rope_attention_small" = ["frame", "rope", "rope_attention_small"], [R, RW, RW, RW, RW, U, U]);
 kernel!(ROPE_ATTENTION_SPLIT, "rope_attention_split" = ["frame", "rope", "rope_attention_split"], [R, RW, RW, RW, RW, RW, U, U]);
 kernel!(ATTENTION_COMBINE, "attention_combine" = ["frame", "attention_combine"], [R, RW, U, U]);
@@ -95,7 +90,7 @@ kernel!(PREFETCH, "prefetch", [R, R, RW, U]);
 
 /// Every kernel, for validation and warm-up.
 pub const KERNELS: &[Kernel] = &[
-    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, MATVEC_PARTIALS, ROPE_KV, ATTENTION, ROPE_ATTENTION, ROPE_ATTENTION_OUT_PROJ,
+    CONV1D_TILED, CONV1D_TILED_ELU, CONV1D_REDUCE, CONV1D_REDUCE_ELU, CONV1D_LANES, CONV1D_LANES_ELU, CONV_TRANSPOSE1D, COPY, TRANSPOSE, LAYER_NORM, MATVEC, ROPE_KV, ATTENTION, ROPE_ATTENTION,
     ROPE_ATTENTION_SMALL, ROPE_ATTENTION_SPLIT, ATTENTION_COMBINE, ATTENTION_OUT_PROJ, VQ_DISTANCE, VQ_ARGMIN, VQ_SEARCH, VQ_DECODE, VQ_DECODE_PROJ, Q8_MATVEC,
     Q8_MATVEC_DOT4, Q8_MATVEC_DOT4_PACKED, Q8_MATVEC_DOT4_PARTIALS, Q8_MATVEC_DOT4_PARTIALS_PACKED, RMS_NORM, SILU_GATE, EMBED_SUM, SAMPLE, SAMPLE_RADIX8, REALIGN, PREFETCH,
 ];
@@ -197,12 +192,7 @@ pub(crate) struct MatvecParams {
     pub eps: f32,
     /// lanes per output element (64, 128 or 256; `256 / lanes` outputs a workgroup)
     pub lanes: u32,
-    /// partial rows per time row added to the input (`matvec_partials` only, bound at 7,
-    /// `[t, part_in, k]`)
-    pub part_in: u32,
-    /// partial rows per time row added to the residual (`[t, part_out, n]`)
-    pub part_out: u32,
-    pub _pad: [u32; 3],
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -414,7 +404,7 @@ const _: () = {
     assert!(std::mem::size_of::<ConvTransposeParams>() == 48);
     assert!(std::mem::size_of::<Count4>() == 16);
     assert!(std::mem::size_of::<LayerNormParams>() == 16);
-    assert!(std::mem::size_of::<MatvecParams>() == 64);
+    assert!(std::mem::size_of::<MatvecParams>() == 48);
     assert!(std::mem::size_of::<RopeKvParams>() == 32);
     assert!(std::mem::size_of::<AttentionParams>() == 32);
     assert!(std::mem::size_of::<RopeAttentionParams>() == 32);

@@ -19,6 +19,6 @@ pub use limits::{capability_json, part_name, split_table, BufferNeed, GpuLimits,
 pub use table::SplitTable;
 pub use kernels::{Binding, FrameParams, Kernel, KERNELS};
 pub use plan::{
-    conv_kernel_auto, conv_reduce_lanes, elu_on_store_from_env, fuse_norms, gate_in_linear_out, matvec_lanes_auto, matvec_lanes_from_env, out_proj_fused_from_env, prefetch_from_env, submit_plans, submits_for, submits_from_env, frame_submits, AttentionDispatch, FrameRecorder, AttentionKernel, ConvKernel, ConvSpec, ConvTrSpec, Elu, GatedRow, LinearOut, NormInput, NormedRow, PartialRows, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Dot, Q8Kernel, Tensor,
+    conv_kernel_auto, conv_reduce_lanes, elu_on_store_from_env, fuse_norms, gate_in_linear_out, matvec_lanes_auto, matvec_lanes_from_env, out_proj_fused_from_env, prefetch_from_env, submit_plans, submits_for, submits_from_env, frame_submits, AttentionDispatch, FrameRecorder, AttentionKernel, ConvKernel, ConvSpec, ConvTrSpec, Elu, GatedRow, LinearOut, NormInput, NormedRow, Plan, PlanBuilder, PlanState, Q8Dispatch, Q8Dot, Q8Kernel, Tensor,
     TransformerSpec, ATTENTION_CHUNK, ATTENTION_KEY_LANES, ATTENTION_LEAST, INVALID_POS, MAX_PARTIALS, PREFETCH_MAX, Q8_NORM_APART,
 };

@@ -940,19 +940,6 @@ pub enum LinearOut<'a> {
     Accumulate,
     /// `y += scale * (W x)` (a LayerScale residual)
     Residual(&'a wgpu::Buffer),
-    /// `y = (y + parts) + scale * (W x)`: a LayerScale residual whose row first takes in the
-    /// partial rows behind it (the heads' parts of the attention's `out_proj`,
-    /// [`PlanBuilder::rope_attention_out_proj`])
-    ResidualPartials(&'a wgpu::Buffer, PartialRows<'a>),
-}
-
-/// Partial rows a linear adds to its input rows ([`PlanBuilder::linear_layer_norm_partials`])
-/// or to its residual rows ([`LinearOut::ResidualPartials`]): `rows` rows behind each time
-/// row, `[t, rows, width]` f32 in `buf`, `width` the input's `k` or the output's `n`.
-#[derive(Clone, Copy)]
-pub struct PartialRows<'a> {
-    pub buf: &'a wgpu::Buffer,
-    pub rows: usize,
 }
 
 /// Builds a [`Plan`] from model-agnostic layers. See the module doc.
@@ -1019,17 +1006,12 @@ pub fn prefetch_from_env(cpu: bool) -> Result<u64> {
 }
 
 /// Whether plans take a short window's attention into its out_proj where
-/// [`PlanBuilder::attention_out_proj_group`] (the depformer's) or
-/// [`PlanBuilder::rope_attention_out_proj`] (Mimi's) says it fits: `INFERENCELAYER_OUT_PROJ=apart`
+/// [`PlanBuilder::attention_out_proj_group`] says it fits: `INFERENCELAYER_OUT_PROJ=apart`
 /// keeps the two dispatches (for measurements), `fused` or unset takes it; any other value
 /// is an [`Error::Input`]. On the web always fused.
 pub fn out_proj_fused_from_env() -> Result<bool> {
     env_switch("INFERENCELAYER_OUT_PROJ", "fused", "apart")
 }
-
-/// Most input values of a group of (at most 4) time rows that `matvec_partials.wgsl` sums with
-/// their partial rows into workgroup memory (its `XST` vec4s).
-pub const MATVEC_STAGED: usize = 1024;
 
 /// Most partial rows a residual row holds behind it for the i8 kernel
 /// (`shaders/q8_partials.wgsl`'s `MAX_PARTIALS`).
@@ -1083,13 +1065,6 @@ impl<'a> PlanBuilder<'a> {
             matvec_lanes: matvec_lanes_from_env()?,
             prefetch_max: prefetch_from_env(ctx.info.cpu)?,
         })
-    }
-
-    /// Whether steps added from now on take a short window's attention into its `out_proj`
-    /// where it fits ([`Self::rope_attention_out_proj`], [`Self::attention_out_proj_group`]),
-    /// as `INFERENCELAYER_OUT_PROJ` says for a new builder.
-    pub fn set_out_proj_fused(&mut self, fused: bool) {
-        self.out_proj_fused = fused;
     }
 
     /// Prefetch the weights of Q8_0 linears added from now on of at most `bytes` (0: none).
@@ -1458,7 +1433,7 @@ impl<'a> PlanBuilder<'a> {
         y_offset: usize,
         out: LinearOut<'_>,
     ) -> Result<()> {
-        self.matvec(label, w, (n, k), t, (x, x_offset), None, None, (y, y_offset), out)
+        self.matvec(label, w, (n, k), t, (x, x_offset), None, (y, y_offset), out)
     }
 
     /// [`Self::linear`] of the LayerNorm of each row of `x` `[t, k]` (gain `ln_w`, bias
@@ -1475,41 +1450,7 @@ impl<'a> PlanBuilder<'a> {
         w: &wgpu::Buffer,
         (n, k): (usize, usize),
         x: &Tensor,
-        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
-        y: &Tensor,
-        out: LinearOut<'_>,
-    ) -> Result<()> {
-        self.normed_matvec(label, w, (n, k), x, None, ln, y, out)
-    }
-
-    /// [`Self::linear_layer_norm`] of `x` plus the partial rows behind each of its rows
-    /// (`parts`, `[t, parts.rows, k]`): the LayerNorm and the linear take row `r` as `x[r] +
-    /// sum_q parts[r, q]`, which nothing writes. [`Error::Config`] where `parts` holds fewer
-    /// than `t * parts.rows * k` values.
-    #[allow(clippy::too_many_arguments)]
-    pub fn linear_layer_norm_partials(
-        &mut self,
-        label: &str,
-        w: &wgpu::Buffer,
-        (n, k): (usize, usize),
-        x: &Tensor,
-        parts: PartialRows<'_>,
-        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
-        y: &Tensor,
-        out: LinearOut<'_>,
-    ) -> Result<()> {
-        self.normed_matvec(label, w, (n, k), x, Some(parts), ln, y, out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn normed_matvec(
-        &mut self,
-        label: &str,
-        w: &wgpu::Buffer,
-        (n, k): (usize, usize),
-        x: &Tensor,
-        parts: Option<PartialRows<'_>>,
-        ln: (&wgpu::Buffer, &wgpu::Buffer, f32),
+        (ln_w, ln_b, eps): (&wgpu::Buffer, &wgpu::Buffer, f32),
         y: &Tensor,
         out: LinearOut<'_>,
     ) -> Result<()> {
@@ -1517,7 +1458,7 @@ impl<'a> PlanBuilder<'a> {
         if x.shape.len() != 2 || x.shape[1] != k || y.len() != t * n {
             return Err(Error::config(label, format!("a LayerNorm-fused linear [{n}, {k}] cannot take {:?} into {:?}", x.shape, y.shape)));
         }
-        self.matvec(label, w, (n, k), t, (&x.buf, 0), parts, Some(ln), (&y.buf, 0), out)
+        self.matvec(label, w, (n, k), t, (&x.buf, 0), Some((ln_w, ln_b, eps)), (&y.buf, 0), out)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1528,7 +1469,6 @@ impl<'a> PlanBuilder<'a> {
         (n, k): (usize, usize),
         t: usize,
         (x, x_offset): (&wgpu::Buffer, usize),
-        part_in: Option<PartialRows<'_>>,
         norm: Option<(&wgpu::Buffer, &wgpu::Buffer, f32)>,
         (y, y_offset): (&wgpu::Buffer, usize),
         out: LinearOut<'_>,
@@ -1536,12 +1476,6 @@ impl<'a> PlanBuilder<'a> {
         if k % 4 != 0 || x_offset % 4 != 0 {
             return Err(Error::config(label, format!("a linear reads rows of a multiple of 4 from a multiple of 4, got [{n}, {k}] from {x_offset}")));
         }
-        let fits = |parts: &PartialRows<'_>, width: usize| {
-            if parts.buf.size() < (4 * t * parts.rows * width) as u64 {
-                return Err(Error::config(label, format!("{} partial rows of {width} behind {t} rows take {} bytes, the buffer holds {}", parts.rows, 4 * t * parts.rows * width, parts.buf.size())));
-            }
-            Ok(())
-        };
         let mut p = MatvecParams {
             n: n as u32,
             k: k as u32,
@@ -1564,31 +1498,7 @@ impl<'a> PlanBuilder<'a> {
                 p.residual = 1;
                 s.clone()
             }
-            LinearOut::ResidualPartials(s, _) => {
-                p.residual = 1;
-                s.clone()
-            }
         };
-        let mut part = self.dummy.clone();
-        if let LinearOut::ResidualPartials(_, parts) = &out {
-            if n % 4 != 0 {
-                return Err(Error::config(label, format!("partial rows of {n} values: the kernel reads them as vec4s")));
-            }
-            fits(parts, n)?;
-            p.part_out = parts.rows as u32;
-            part = parts.buf.clone();
-        }
-        if let Some(parts) = &part_in {
-            if p.part_out != 0 {
-                return Err(Error::config(label, "a linear takes partial rows into its input or its residual, not both"));
-            }
-            fits(parts, k)?;
-            if t.min(4) * k > MATVEC_STAGED {
-                return Err(Error::config(label, format!("a linear sums partial rows into its input for at most {MATVEC_STAGED} values of a group of 4 rows, got {} rows of {k}", t.min(4))));
-            }
-            p.part_in = parts.rows as u32;
-            part = parts.buf.clone();
-        }
         let (ln_w, ln_b) = match norm {
             Some((ln_w, ln_b, eps)) => {
                 p.norm = 1;
@@ -1600,12 +1510,7 @@ impl<'a> PlanBuilder<'a> {
         let lanes = self.matvec_lanes.unwrap_or_else(|| matvec_lanes_auto(self.ctx.info.cpu, k, p.norm == 1));
         p.lanes = lanes as u32;
         let pb = self.params(label, &p);
-        let groups = grid_for(n.div_ceil(WG_MATVEC / lanes));
-        if p.part_in == 0 && p.part_out == 0 {
-            self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], groups);
-        } else {
-            self.step(&MATVEC_PARTIALS, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b, &part], groups);
-        }
+        self.step(&MATVEC, label.to_string(), &[w, x, &scale, y, &pb, &ln_w, &ln_b], grid_for(n.div_ceil(WG_MATVEC / lanes)));
         Ok(())
     }
 
@@ -1618,43 +1523,6 @@ impl<'a> PlanBuilder<'a> {
         let frame = self.frame.clone();
         let state = self.attention_state(label, spec)?;
         self.rope_attention_at(label, spec, qkv, &frame, &state)
-    }
-
-    /// [`Self::rope_attention`] and the attention's `out_proj` (`w_out` `[dim, dim]` f32,
-    /// bias-free, torch.nn.Linear layout) with its LayerScale (`scale` `[dim]`) in one
-    /// dispatch (`shaders/rope_attention_out_proj.wgsl`), where the step takes
-    /// `rope_attention`'s one-dispatch path with more than one new position (Mimi's two a
-    /// frame), its rings are f32, a group of 4 rows of the parts' sum fits the linear after it
-    /// ([`MATVEC_STAGED`]) and the builder fuses (`INFERENCELAYER_OUT_PROJ`,
-    /// [`out_proj_fused_from_env`]). The workgroup of a head and a row writes that head's part
-    /// `scale * (w_out[:, head] . attention[row, head])` of the row: returns the parts
-    /// `[t * heads, dim]`, which the linears after it take as [`PartialRows`] of `heads` rows
-    /// ([`Self::linear_layer_norm_partials`], [`LinearOut::ResidualPartials`]); their sum over
-    /// the heads is `scale * out_proj(attention)`, which nothing writes. `Ok(None)`, with
-    /// nothing added to the plan, where the step does not fit: the caller runs
-    /// `rope_attention` then `linear`. [`Error::Config`] for weights smaller than their shapes.
-    pub fn rope_attention_out_proj(&mut self, label: &str, spec: &TransformerSpec, qkv: &Tensor, (w_out, scale): (&wgpu::Buffer, &wgpu::Buffer)) -> Result<Option<Tensor>> {
-        let t = qkv.shape[0];
-        let (dim, heads, ring) = (spec.dim, spec.heads, spec.context);
-        let shaped = heads > 0 && dim % heads == 0 && (dim / heads) % 4 == 0 && dim / heads <= 256 && qkv.shape.len() == 2 && qkv.shape[1] == 3 * dim;
-        if !self.out_proj_fused || !shaped || t < 2 || t * (dim / heads / 4) > 256 || t > ring || self.kv_half(spec) || t.min(4) * dim > MATVEC_STAGED {
-            return Ok(None);
-        }
-        if w_out.size() < (4 * dim * dim) as u64 || scale.size() < (4 * dim) as u64 {
-            return Err(Error::config(label, format!("out_proj [{dim}, {dim}] and its LayerScale [{dim}] take {} and {} bytes, got {} and {}", 4 * dim * dim, 4 * dim, w_out.size(), scale.size())));
-        }
-        let frame = self.frame.clone();
-        let [k_ring, v_ring, pos_ring] = self.attention_state(label, spec)?;
-        let scores = self.ctx.zeros(&format!("{label}.scores"), t * heads * ring)?;
-        let parts = self.tensor(&format!("{label}.out_proj_parts"), &[t * heads, dim])?;
-        let pb = self.params(label, &RopeAttentionParams { attn: RopeHeads::new(spec), t: t as u32 });
-        self.step(
-            &ROPE_ATTENTION_OUT_PROJ,
-            format!("{label} rope+kv+attention+out_proj"),
-            &[&qkv.buf, &k_ring, &v_ring, &pos_ring, &scores, &parts.buf, &pb, &frame, w_out, scale],
-            [heads as u32, t as u32],
-        );
-        Ok(Some(parts))
     }
 
     /// Whether the rings of `spec` hold f16 keys and values in this builder's plans

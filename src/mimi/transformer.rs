@@ -6,7 +6,7 @@
 
 use super::config::TransformerConfig;
 use crate::error::Result;
-use crate::gpu::{LinearOut, PartialRows, PlanBuilder, Tensor, TransformerSpec};
+use crate::gpu::{LinearOut, PlanBuilder, Tensor, TransformerSpec};
 use crate::weights::TensorSource;
 
 const LN_EPS: f32 = 1e-5;
@@ -197,21 +197,10 @@ impl Transformer {
             let ls1 = up("layer_scale_1", &l.layer_scale_1)?;
             let ls2 = up("layer_scale_2", &l.layer_scale_2)?;
             b.linear_layer_norm(&format!("{p}.norm1+in_proj"), &w_in, (3 * d, d), x, (&n1w, &n1b, LN_EPS), &qkv, LinearOut::Store)?;
-            // the attention's out_proj in its dispatch where it fits: the heads' parts of
-            // LayerScale(out_proj) go into norm2 and the residual of linear2
-            match b.rope_attention_out_proj(&format!("{p}.self_attn"), &spec, &qkv, (&w_out, &ls1))? {
-                Some(parts) => {
-                    let parts = PartialRows { buf: &parts.buf, rows: self.num_heads };
-                    b.linear_layer_norm_partials(&format!("{p}.norm2+linear1"), &w1, (f, d), x, parts, (&n2w, &n2b, LN_EPS), &ff, LinearOut::Gelu)?;
-                    b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::ResidualPartials(&ls2, parts))?;
-                }
-                None => {
-                    let attn = b.rope_attention(&format!("{p}.self_attn"), &spec, &qkv)?;
-                    b.linear(&format!("{p}.out_proj"), &w_out, (d, d), t, &attn.buf, 0, &x.buf, 0, LinearOut::Residual(&ls1))?;
-                    b.linear_layer_norm(&format!("{p}.norm2+linear1"), &w1, (f, d), x, (&n2w, &n2b, LN_EPS), &ff, LinearOut::Gelu)?;
-                    b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::Residual(&ls2))?;
-                }
-            }
+            let attn = b.rope_attention(&format!("{p}.self_attn"), &spec, &qkv)?;
+            b.linear(&format!("{p}.out_proj"), &w_out, (d, d), t, &attn.buf, 0, &x.buf, 0, LinearOut::Residual(&ls1))?;
+            b.linear_layer_norm(&format!("{p}.norm2+linear1"), &w1, (f, d), x, (&n2w, &n2b, LN_EPS), &ff, LinearOut::Gelu)?;
+            b.linear(&format!("{p}.linear2"), &w2, (d, f), t, &ff.buf, 0, &x.buf, 0, LinearOut::Residual(&ls2))?;
         }
         Ok(())
     }
