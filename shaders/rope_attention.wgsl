@@ -8,7 +8,8 @@
 //
 //   qkv      : [t, 3 dim / 4] vec4   the in_proj output: q | k | v, heads of hd = dim / heads
 //   k_ring, v_ring : [ring, dim / 4] vec4    pos_ring : [ring]  (0xffffffff when empty)
-//   scores   : [t, heads, ring]  scratch, for windows over 1024 positions (else workgroup memory)
+//   scores   : [t, heads, ring]  scratch, for windows over 1024 positions (else workgroup memory):
+//              the scores, then after the softmax's tree their weights exp(score - max)
 //   out      : [t, dim / 4] vec4
 //
 // hd must be a multiple of 4, at most 256. This frame's keys and values are read from qkv,
