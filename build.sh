@@ -158,8 +158,12 @@ case "${1:-main}" in
     fault_server
     wasm-pack test --headless --chrome --release --test web_load_bench -- --include-ignored --nocapture
     ;;
+  -h|--help|help)
+    # the header above, as the usage
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    ;;
   *)
-    echo "usage: ./build.sh [main|test|codec|bench]" >&2
+    echo "unknown mode ${1@Q}: ./build.sh [main|test|codec|bench] (./build.sh --help says what each does)" >&2
     exit 2
     ;;
 esac

@@ -55,8 +55,11 @@ export async function checkSupport() {
 }
 
 class WorkerClient extends EventTarget {
-  constructor(workerUrl) {
+  constructor(where, workerUrl) {
     super();
+    if (typeof Worker === "undefined") {
+      throw new Error(`${where}: this environment has no Web Workers (Worker is not defined): the package runs in a browser page; support() and checkSupport() say what the page lacks`);
+    }
     this.worker = new Worker(workerUrl || new URL("./moshi-worker.js", import.meta.url), { type: "module" });
     this.nextId = 1;
     this.pending = new Map();
@@ -126,11 +129,33 @@ const isBlob = (v) => typeof Blob !== "undefined" && v instanceof Blob;
 const isUrlObject = (v) => typeof URL !== "undefined" && v instanceof URL;
 const SCHEMES = ["http:", "https:", "blob:", "data:"];
 
-function options(where, o) {
+// The options object of an entry point: an object whose keys are all among `keys` (a
+// misspelt key would otherwise be dropped without a word).
+function options(where, o, keys) {
   if (o === undefined) return {};
   if (o === null || typeof o !== "object" || Array.isArray(o)) throw new TypeError(`${where}: the options must be an object, got ${typeName(o)}`);
+  for (const k of Object.keys(o)) {
+    if (keys.includes(k)) continue;
+    const near = keys.find((c) => c.toLowerCase() === k.toLowerCase());
+    const hint = near ? `did you mean \`${near}\`? ` : "";
+    throw new TypeError(`${where}: \`${k}\` is not one of its options (${hint}they are ${keys.map((c) => `\`${c}\``).join(", ")})`);
+  }
   return o;
 }
+
+// The options of each entry point.
+const OPTIONS = {
+  moshi: ["workerUrl", "workletUrl", "limits"],
+  check: ["mimiConfig", "lmConfig", "lm"],
+  load: ["mimi", "lm", "tokenizer", "mimiConfig", "lmConfig", "seed", "greedy", "onProgress", "signal"],
+  loadCodec: ["mimi", "mimiConfig", "keepForCheck", "onProgress", "signal"],
+  start: ["mode", "audioContext", "record", "destination"],
+  stop: ["drainMs"],
+  codec: ["mimi", "mimiConfig", "onProgress", "signal", "workerUrl"],
+};
+// reload()'s replace the last load's and loadCodec()'s, each taking its own
+OPTIONS.reload = [...new Set([...OPTIONS.load, ...OPTIONS.loadCodec])];
+const pick = (o, keys) => Object.fromEntries(Object.entries(o).filter(([k]) => keys.includes(k)));
 
 // URLs resolve against the page (the worker's own base is the package's folder).
 function sourceOf(where, name, s, required) {
@@ -232,10 +257,13 @@ function limitsOf(where, l) {
 export class Moshi extends EventTarget {
   constructor(opts) {
     super();
-    const o = options("new Moshi", opts);
+    const o = options("new Moshi", opts, OPTIONS.moshi);
     const workerUrl = workerUrlOf("new Moshi", "workerUrl", o.workerUrl);
     this.workletUrl = workerUrlOf("new Moshi", "workletUrl", o.workletUrl) || new URL("./moshi-worklet.js", import.meta.url);
-    this.client = new WorkerClient(workerUrl);
+    // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
+    // (below the adapter's): checks and loads keep to them.
+    this.limits = limitsOf("new Moshi", o.limits);
+    this.client = new WorkerClient("new Moshi", workerUrl);
     for (const name of ["text", "frame", "progress", "error", "devicelost"]) {
       this.client.addEventListener(name, (e) => this.dispatchEvent(new CustomEvent(name, { detail: e.detail })));
     }
@@ -243,9 +271,6 @@ export class Moshi extends EventTarget {
     this.running = null;
     this.loading = false;
     this.frameTimes = [];
-    // Emulated device limits, { maxStorageBufferBindingSize, maxBufferSize } in bytes
-    // (below the adapter's): checks and loads keep to them.
-    this.limits = limitsOf("new Moshi", o.limits);
   }
 
   /**
@@ -259,7 +284,7 @@ export class Moshi extends EventTarget {
   async checkRequirements(opts) {
     const w = "Moshi.checkRequirements";
     this.#usable(w);
-    const { mimiConfig, lmConfig, lm = true } = options(w, opts);
+    const { mimiConfig, lmConfig, lm = true } = options(w, opts, OPTIONS.check);
     const fields = { mimiConfig: configOf(w, "mimiConfig", mimiConfig), lmConfig: configOf(w, "lmConfig", lmConfig), withLm: booleanOf(w, "lm", lm), limits: this.limits };
     return await this.client.call("check", fields);
   }
@@ -277,7 +302,7 @@ export class Moshi extends EventTarget {
   async load(opts) {
     const w = "Moshi.load";
     this.#usable(w);
-    const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options(w, opts);
+    const { mimi, lm, tokenizer, mimiConfig, lmConfig, seed = 0, greedy = false, onProgress, signal } = options(w, opts, OPTIONS.load);
     const fields = {
       mode: "moshi",
       sources: { mimi: sourceOf(w, "mimi", mimi, true), lm: sourceOf(w, "lm", lm, true), tokenizer: sourceOf(w, "tokenizer", tokenizer, false) },
@@ -307,7 +332,7 @@ export class Moshi extends EventTarget {
   async loadCodec(opts) {
     const w = "Moshi.loadCodec";
     this.#usable(w);
-    const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options(w, opts);
+    const { mimi, mimiConfig, keepForCheck = false, onProgress, signal } = options(w, opts, OPTIONS.loadCodec);
     const fields = {
       mode: "codec",
       sources: { mimi: sourceOf(w, "mimi", mimi, true) },
@@ -342,7 +367,7 @@ export class Moshi extends EventTarget {
   async start(stream, opts) {
     const w = "Moshi.start";
     this.#usable(w);
-    const { mode = "moshi", audioContext, record = 0, destination } = options(w, opts);
+    const { mode = "moshi", audioContext, record = 0, destination } = options(w, opts, OPTIONS.start);
     if (stream !== undefined && stream !== null && (typeof MediaStream === "undefined" ? typeof stream.getTracks !== "function" : !(stream instanceof MediaStream))) {
       throw new TypeError(`${w}: \`stream\` must be a MediaStream, got ${typeName(stream)}`);
     }
@@ -432,7 +457,7 @@ export class Moshi extends EventTarget {
    * the counts: `{ worklet: stats(), core: { popped, resampled, frames, ... } }`.
    */
   stop(opts) {
-    const { drainMs = 10000 } = options("Moshi.stop", opts);
+    const { drainMs = 10000 } = options("Moshi.stop", opts, OPTIONS.stop);
     nonNegative("Moshi.stop", "drainMs", drainMs);
     return this.#stopOnce("stop", drainMs);
   }
@@ -517,14 +542,14 @@ export class Moshi extends EventTarget {
   async reload(opts) {
     const w = "Moshi.reload";
     this.#usable(w);
-    const o = options(w, opts);
+    const o = options(w, opts, OPTIONS.reload);
     const last = this.lastLoad;
     if (!last?.moshi && !last?.codec) throw new Error(`${w}: nothing loaded yet: call load() or loadCodec() first`);
     if (this.loading) throw new Error(`${w}: a load is in progress: await it first`);
     if (this.running) await this.stop({ drainMs: 0 }).catch(() => {});
     let out = null;
-    if (last.codec) out = await this.loadCodec({ ...last.codec, ...o });
-    if (last.moshi) out = await this.load({ ...last.moshi, ...o });
+    if (last.codec) out = await this.loadCodec({ ...last.codec, ...pick(o, OPTIONS.loadCodec) });
+    if (last.moshi) out = await this.load({ ...last.moshi, ...pick(o, OPTIONS.load) });
     return out;
   }
 
@@ -574,11 +599,11 @@ export class MimiCodec {
   /** Load a Mimi checkpoint (URL or File) with its config; see `Moshi.load`. */
   static async create(opts) {
     const w = "MimiCodec.create";
-    const { mimi, mimiConfig, onProgress, signal, workerUrl } = options(w, opts);
+    const { mimi, mimiConfig, onProgress, signal, workerUrl } = options(w, opts, OPTIONS.codec);
     const fields = { mode: "codec", sources: { mimi: sourceOf(w, "mimi", mimi, true) }, mimiConfig: configOf(w, "mimiConfig", mimiConfig) };
     const how = { onProgress: callbackOf(w, "onProgress", onProgress), signal: signalOf(w, signal) };
     const c = new MimiCodec();
-    c.client = new WorkerClient(workerUrlOf(w, "workerUrl", workerUrl));
+    c.client = new WorkerClient(w, workerUrlOf(w, "workerUrl", workerUrl));
     try {
       c.info = await c.client.loadWith(fields, how);
     } catch (e) {

@@ -107,6 +107,22 @@ test("malformed arguments at every entry point are refused, naming the method an
   }
   await refuses("new Moshi", "options 1", "new Moshi", () => new Moshi(1), TypeError);
 
+  // a misspelt or unknown option is refused, naming it (and the option it resembles)
+  const typos = [
+    ["new Moshi", () => new Moshi({ limit: {} }), "`limit`"],
+    ["new Moshi", () => new Moshi({ workerURL: "w.js" }), "did you mean `workerUrl`"],
+    ["Moshi.checkRequirements", () => m.checkRequirements({ LM: false }), "did you mean `lm`"],
+    ["Moshi.load", () => m.load({ ...good, mimiconfig: {} }), "did you mean `mimiConfig`"],
+    ["Moshi.load", () => m.load({ ...good, temperature: 0.5 }), "`temperature` is not one of its options"],
+    ["Moshi.loadCodec", () => m.loadCodec({ mimi: good.mimi, onprogress: () => {} }), "did you mean `onProgress`"],
+    ["Moshi.loadCodec", () => m.loadCodec({ mimi: good.mimi, lm: good.lm }), "`lm` is not one of its options"],
+    ["Moshi.start", () => m.start(undefined, { Mode: "loopback" }), "did you mean `mode`"],
+    ["Moshi.stop", () => m.stop({ drain: 0 }), "`drain` is not one of its options"],
+    ["Moshi.reload", () => m.reload({ sead: 1 }), "`sead`"],
+    ["MimiCodec.create", () => MimiCodec.create({ mimi: good.mimi, lmConfig: {} }), "`lmConfig` is not one of its options"],
+  ];
+  for (const [entry, call, what] of typos) await refuses(entry, `unknown option (${what})`, what, call, TypeError);
+
   // a good load goes through; after dispose nothing does
   await m.loadCodec({ mimi: good.mimi });
   assert.equal(posted.at(-1).sources.mimi, "http://localhost:8000/app/models/mimi.safetensors", "URLs resolve against the page");
@@ -158,6 +174,33 @@ test("malformed arguments at every entry point are refused, naming the method an
   console.log(`JS API: ${total} malformed calls refused`);
   for (const [k, n] of Object.entries(counts)) console.log(`  ${k.padEnd(20)}${String(n).padStart(5)}`);
   assert.ok(total >= 200, `${total} cases`);
+});
+
+// reload() hands each load the options it takes: a codec's reload is not refused for the
+// LM's `seed`, and the LM's load gets it.
+test("Moshi.reload passes each load its own options", async () => {
+  const m = new Moshi();
+  await m.loadCodec({ mimi: "models/mimi.safetensors", keepForCheck: true });
+  await m.load({ mimi: "models/mimi.safetensors", lm: "models/moshi.safetensors" });
+  const before = posted.length;
+  await m.reload({ seed: 7, keepForCheck: false });
+  const loads = posted.slice(before).filter((p) => p.type === "load");
+  assert.deepEqual(loads.map((p) => p.mode), ["codec", "moshi"]);
+  assert.equal(loads[0].keepForCheck, false, "the codec's load takes keepForCheck");
+  assert.equal(loads[1].seed, 7, "the LM's load takes seed");
+  await m.dispose();
+});
+
+// Outside a browser page (no Worker): a message that says so, not a ReferenceError.
+test("without Web Workers, new Moshi and MimiCodec.create say the package needs a browser page", async () => {
+  const W = globalThis.Worker;
+  delete globalThis.Worker;
+  try {
+    await refuses("new Moshi", "no Worker", "new Moshi: this environment has no Web Workers", () => new Moshi());
+    await refuses("MimiCodec.create", "no Worker", "MimiCodec.create: this environment has no Web Workers", () => MimiCodec.create({ mimi: "models/mimi.safetensors" }));
+  } finally {
+    globalThis.Worker = W;
+  }
 });
 
 // The worker answers `reset` with null (as the stand-in does): both resets resolve to
