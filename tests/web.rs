@@ -30,6 +30,15 @@ fn weights() -> MimiWeights {
 /// audio of a prefix are the prefix of its streams: its encode and decode are causal.
 const BROWSER_GPU_FRAMES: usize = 10;
 
+/// The adapter carries the browser's name for it (Chromium gives wgpu's webgpu backend an
+/// empty description: `GpuContext` asks `GPUAdapterInfo`'s vendor and architecture).
+#[wasm_bindgen_test]
+async fn browser_adapter_is_named() {
+    let ctx = GpuContext::new().await.expect("WebGPU adapter");
+    console_log!("adapter: {}", ctx.info);
+    assert!(!ctx.info.name.trim().is_empty(), "no name for the adapter: {}", ctx.info);
+}
+
 #[wasm_bindgen_test]
 async fn browser_gpu_and_cpu_match_the_reference() {
     let g = golden();

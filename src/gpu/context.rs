@@ -137,7 +137,7 @@ impl GpuInfo {
 
 impl std::fmt::Display for GpuInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // SwiftShader in Chromium reports an empty name.
+        // where neither wgpu nor the browser names the adapter
         let name = if self.name.is_empty() { "unnamed adapter" } else { &self.name };
         write!(f, "{name} ({}, {})", self.backend, self.device_type)
     }
@@ -157,6 +157,29 @@ fn wgsl_has(feature: &str) -> bool {
         Some(has) => has.call1(&set, &feature.into()).map(|v| v.is_truthy()).unwrap_or(false),
         None => false,
     }
+}
+
+/// How the browser names its high-performance adapter (`GPUAdapterInfo`: the description,
+/// else vendor, architecture and device, as `google swiftshader`), for an adapter whose
+/// wgpu info has no name: wgpu's webgpu backend takes the description alone, which Chromium
+/// leaves empty. None where any part of that is missing.
+#[cfg(target_arch = "wasm32")]
+async fn browser_adapter_name() -> Option<String> {
+    use wasm_bindgen::JsCast;
+    let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null());
+    let gpu = get(&js_sys::global(), "navigator").and_then(|n| get(&n, "gpu"))?;
+    let request = get(&gpu, "requestAdapter")?.dyn_into::<js_sys::Function>().ok()?;
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &"powerPreference".into(), &"high-performance".into()).ok()?;
+    let promise = request.call1(&gpu, &options).ok()?.dyn_into::<js_sys::Promise>().ok()?;
+    let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
+    let info = get(&adapter, "info")?;
+    let field = |k: &str| get(&info, k).and_then(|v| v.as_string()).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    if let Some(d) = field("description") {
+        return Some(d);
+    }
+    let parts: Vec<String> = ["vendor", "architecture", "device"].into_iter().filter_map(field).collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 /// A compiled kernel: its explicit bind group layout and pipeline.
@@ -253,6 +276,10 @@ impl GpuContext {
             }
         };
         let ai = adapter.get_info();
+        #[cfg(target_arch = "wasm32")]
+        let name = if ai.name.is_empty() { browser_adapter_name().await.unwrap_or_default() } else { ai.name.clone() };
+        #[cfg(not(target_arch = "wasm32"))]
+        let name = ai.name.clone();
         // what the device got (a browser may give more than asked), never above what was asked
         let got = device.limits();
         let kept = want.min(&GpuLimits { max_storage_binding: got.max_storage_buffer_binding_size, max_buffer: got.max_buffer_size });
@@ -261,7 +288,7 @@ impl GpuContext {
         #[cfg(target_arch = "wasm32")]
         let packed_dot = wgsl_has("packed_4x8_integer_dot_product");
         let info = GpuInfo {
-            name: ai.name.clone(),
+            name,
             backend: format!("{:?}", ai.backend),
             device_type: format!("{:?}", ai.device_type),
             max_storage_binding: kept.max_storage_binding,
