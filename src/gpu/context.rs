@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 /// What the adapter is and what it allows, for logs, benchmarks and capability checks.
 #[derive(Clone, Debug)]
 pub struct GpuInfo {
-    /// Adapter name as the driver reports it (`llvmpipe (LLVM ...)`, `NVIDIA H200`, ...).
+    /// Adapter name as the driver reports it (`llvmpipe (LLVM ...)`, `NVIDIA H200`, ...); in
+    /// a browser that gives wgpu none, as `GPUAdapterInfo` names it (`google swiftshader`).
     pub name: String,
     /// Backend (`Vulkan`, `Metal`, `BrowserWebGpu`, ...).
     pub backend: String,
@@ -149,14 +150,19 @@ impl std::fmt::Display for GpuInfo {
 #[cfg(target_arch = "wasm32")]
 fn wgsl_has(feature: &str) -> bool {
     use wasm_bindgen::JsCast;
-    let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null());
-    let Some(set) = get(&js_sys::global(), "navigator").and_then(|n| get(&n, "gpu")).and_then(|g| get(&g, "wgslLanguageFeatures")) else {
+    let Some(set) = js_get(&js_sys::global(), "navigator").and_then(|n| js_get(&n, "gpu")).and_then(|g| js_get(&g, "wgslLanguageFeatures")) else {
         return false;
     };
-    match get(&set, "has").as_ref().and_then(|h| h.dyn_ref::<js_sys::Function>()) {
+    match js_get(&set, "has").as_ref().and_then(|h| h.dyn_ref::<js_sys::Function>()) {
         Some(has) => has.call1(&set, &feature.into()).map(|v| v.is_truthy()).unwrap_or(false),
         None => false,
     }
+}
+
+/// Property `k` of `o`; None where it is missing, undefined or null.
+#[cfg(target_arch = "wasm32")]
+fn js_get(o: &wasm_bindgen::JsValue, k: &str) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
 }
 
 /// How the browser names its high-performance adapter (`GPUAdapterInfo`: the description,
@@ -166,15 +172,14 @@ fn wgsl_has(feature: &str) -> bool {
 #[cfg(target_arch = "wasm32")]
 async fn browser_adapter_name() -> Option<String> {
     use wasm_bindgen::JsCast;
-    let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null());
-    let gpu = get(&js_sys::global(), "navigator").and_then(|n| get(&n, "gpu"))?;
-    let request = get(&gpu, "requestAdapter")?.dyn_into::<js_sys::Function>().ok()?;
+    let gpu = js_get(&js_sys::global(), "navigator").and_then(|n| js_get(&n, "gpu"))?;
+    let request = js_get(&gpu, "requestAdapter")?.dyn_into::<js_sys::Function>().ok()?;
     let options = js_sys::Object::new();
     js_sys::Reflect::set(&options, &"powerPreference".into(), &"high-performance".into()).ok()?;
     let promise = request.call1(&gpu, &options).ok()?.dyn_into::<js_sys::Promise>().ok()?;
     let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
-    let info = get(&adapter, "info")?;
-    let field = |k: &str| get(&info, k).and_then(|v| v.as_string()).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let info = js_get(&adapter, "info")?;
+    let field = |k: &str| js_get(&info, k).and_then(|v| v.as_string()).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     if let Some(d) = field("description") {
         return Some(d);
     }
