@@ -31,8 +31,28 @@ for (const [k, m] of Object.entries(MODELS)) $("model").add(new Option(m.label, 
 // (own keys only: `?model=toString` names no model)
 $("model").value = Object.hasOwn(MODELS, params.get("model") ?? "") ? params.get("model") : "kyutai";
 const showNote = () => ($("model-note").textContent = MODELS[$("model").value].note);
-$("model").onchange = () => { showNote(); app.loaded = app.codecLoaded = null; refresh(); };
+$("model").onchange = () => {
+  showNote();
+  const had = app.loaded || app.codecLoaded;
+  app.loaded = app.codecLoaded = null;
+  refresh();
+  if (had) status("The model changed: press Load to load it.");
+};
 showNote();
+
+// The query's settings, checked before anything loads: a wrong one is said at once, naming
+// the parameter, rather than dropped or refused later in the API's words.
+const queryProblems = [];
+const modelWarning = params.has("model") && !Object.hasOwn(MODELS, params.get("model"))
+  ? `?model=${params.get("model")} is not a model of this page (${Object.keys(MODELS).join(" or ")}): Kyutai's is selected.` : "";
+const seed = Number(params.get("seed") || 1);
+if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) queryProblems.push(`?seed=${params.get("seed")} must be an integer from 0 to 4294967295: fix it in the address bar.`);
+// ?limits=BINDING,BUFFER (MiB): emulate a smaller device, e.g. ?limits=128,256 for
+// WebGPU's defaults.
+const limitsMiB = params.get("limits") ? params.get("limits").split(",").map(Number) : [];
+if (limitsMiB.length > 2 || limitsMiB.some((v) => !Number.isFinite(v) || v <= 0)) {
+  queryProblems.push(`?limits=${params.get("limits")} must be one or two sizes in MiB above 0 (binding, buffer; e.g. ?limits=128,256): fix it in the address bar.`);
+}
 
 let sup = support();
 app.support = sup;
@@ -49,14 +69,21 @@ if (sup.ok) checkSupport().then((s) => { sup = app.support = s; showSupport(); }
 
 const mode = () => document.querySelector("input[name=mode]:checked").value;
 function refresh() {
-  const ready = mode() === "loopback" ? !!app.codecLoaded : !!app.loaded;
+  const ready = !app.loading && (mode() === "loopback" ? !!app.codecLoaded : !!app.loaded);
   $("start").disabled = !ready || app.running;
   $("stop").disabled = !app.running;
   $("reset").disabled = !ready || app.running;
   // (one load at a time: a second would be refused, and take the Abort button from the first)
-  $("load").disabled = !sup.ok || app.running || app.loading;
+  $("load").disabled = !sup.ok || app.running || app.loading || queryProblems.length > 0;
+  // the model and the mode are those of the load or the session under way
+  $("model").disabled = app.running || app.loading;
+  document.querySelectorAll("input[name=mode]").forEach((r) => (r.disabled = app.running || app.loading));
 }
-document.querySelectorAll("input[name=mode]").forEach((r) => (r.onchange = refresh));
+document.querySelectorAll("input[name=mode]").forEach((r) => (r.onchange = () => {
+  refresh();
+  const ready = mode() === "loopback" ? app.codecLoaded : app.loaded;
+  if (!ready && (app.loaded || app.codecLoaded)) status(mode() === "loopback" ? "The codec loopback needs Mimi alone: press Load." : "Moshi is not loaded: press Load.");
+}));
 
 function status(text, error = false) {
   $("status").textContent = text;
@@ -73,9 +100,7 @@ async function config(url) {
 
 function ensureMoshi() {
   if (app.moshi) return app.moshi;
-  // ?limits=BINDING,BUFFER (MiB): emulate a smaller device, e.g. ?limits=128,256 for
-  // WebGPU's defaults.
-  const [binding, buffer] = (params.get("limits") || "").split(",").map((v) => Math.floor(Number(v) * (1 << 20)));
+  const [binding, buffer] = limitsMiB.map((v) => Math.floor(v * (1 << 20)));
   const m = new Moshi(binding > 0 ? { limits: { maxStorageBufferBindingSize: binding, maxBufferSize: buffer > 0 ? buffer : binding } } : {});
   m.addEventListener("text", (e) => {
     app.textEvents++;
@@ -153,8 +178,11 @@ $("load").onclick = async () => {
   const m = ensureMoshi();
   abort = new AbortController();
   app.loading = true;
+  // what this load replaces is freed as it begins (Moshi.load, Moshi.loadCodec)
+  if (mode() === "loopback") app.codecLoaded = null;
+  else app.loaded = null;
   $("abort").disabled = false;
-  $("load").disabled = true;
+  refresh();
   const sizes = {};
   const onProgress = progressBar(sizes);
   try {
@@ -175,7 +203,7 @@ $("load").onclick = async () => {
     } else {
       status("Loading Mimi and Moshi...");
       // ?greedy: greedy decoding (no top-k search: far cheaper on a CPU-emulated GPU); ?seed=N.
-      const greedy = params.has("greedy"), seed = Number(params.get("seed") || 1);
+      const greedy = params.has("greedy");
       app.loaded = await m.load({ mimi: spec.mimi, lm: spec.lm, tokenizer: spec.tokenizer, mimiConfig, lmConfig, seed, greedy, onProgress, signal: abort.signal });
       status(`Moshi ready on ${app.loaded.adapter || "WebGPU"}.`);
     }
@@ -247,9 +275,17 @@ $("start").onclick = async () => {
   } catch (e) {
     app.running = false;
     refresh();
-    status("Could not start: " + e.message, true);
+    status("Could not start: " + e.message + micAdvice(e), true);
   }
 };
+
+// What to do when the microphone cannot be opened (getUserMedia's errors).
+function micAdvice(e) {
+  if (e.name === "NotAllowedError") return ": allow the microphone for this page (the icon in the address bar, or the site's settings), then press Start again.";
+  if (e.name === "NotFoundError") return ": no microphone was found: connect one, then press Start again.";
+  if (e.name === "NotReadableError") return ": the microphone is in use or blocked by the system: close what holds it, then press Start again.";
+  return "";
+}
 
 $("stop").onclick = async () => {
   status("Stopping: finishing the frames already captured (Skip the backlog to drop them)...");
@@ -269,10 +305,14 @@ $("stop").onclick = async () => {
 $("drop").onclick = () => app.moshi.dropBacklog();
 
 $("reset").onclick = async () => {
-  await app.moshi.reset();
-  app.transcript = "";
-  $("transcript").textContent = "";
-  status("Reset: a new conversation.");
+  try {
+    await app.moshi.reset();
+    app.transcript = "";
+    $("transcript").textContent = "";
+    status("Reset: a new conversation.");
+  } catch (e) {
+    status("Reset failed: " + e.message, true);
+  }
 };
 
 // The live plot: one bar per frame (ms in the worker), the 80 ms budget as a line.
@@ -320,3 +360,5 @@ function summary() {
 app.summary = summary;
 requestAnimationFrame(draw);
 refresh();
+if (queryProblems.length) status(queryProblems.join(" "), true);
+else if (modelWarning) status(modelWarning);

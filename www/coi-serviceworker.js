@@ -25,5 +25,5 @@ if (typeof window === "undefined") {
     sessionStorage.setItem("coi-reloaded", "1");
     if (r.active && !navigator.serviceWorker.controller) location.reload();
     else r.addEventListener("updatefound", () => r.installing.addEventListener("statechange", (e) => e.target.state === "activated" && location.reload()));
-  });
+  }).catch((e) => console.warn("cross-origin isolation through a service worker is not available here:", e.message));
 }

@@ -19,15 +19,18 @@ export async function serve(dir) {
   return { server, url };
 }
 
-/** Headless Chromium with WebGPU; with `speech` (a WAV path), a fake microphone playing it once. */
-export function launchChromium({ speech } = {}) {
+/**
+ * Headless Chromium with WebGPU; with `speech` (a WAV path), a fake microphone playing it once;
+ * `args`: more of Chromium's switches.
+ */
+export function launchChromium({ speech, args = [] } = {}) {
   const mic = speech
     ? ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", `--use-file-for-fake-audio-capture=${speech}%noloop`, "--autoplay-policy=no-user-gesture-required"]
     : [];
   return chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     headless: true,
-    args: ["--enable-unsafe-webgpu", "--no-sandbox", ...mic, "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+    args: ["--enable-unsafe-webgpu", "--no-sandbox", ...mic, "--disable-background-networking", "--disable-component-update", "--no-first-run", ...args],
   });
 }
 
