@@ -223,6 +223,9 @@ $("reload").onclick = async () => {
   const m = ensureMoshi();
   const sizes = {};
   $("reload").disabled = true;
+  // a load as any other: the controls of the model and the session locked until it ends
+  app.loading = true;
+  refresh();
   status("Loading the model again on a new GPU device...");
   try {
     const r = await m.reload({ onProgress: progressBar(sizes) });
@@ -235,6 +238,7 @@ $("reload").onclick = async () => {
   } catch (e) {
     status("Reloading failed: " + e.message, true);
   } finally {
+    app.loading = false;
     $("reload").disabled = false;
     refresh();
   }

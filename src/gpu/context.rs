@@ -168,7 +168,9 @@ fn js_get(o: &wasm_bindgen::JsValue, k: &str) -> Option<wasm_bindgen::JsValue> {
 /// How the browser names its high-performance adapter (`GPUAdapterInfo`: the description,
 /// else vendor, architecture and device, as `google swiftshader`), for an adapter whose
 /// wgpu info has no name: wgpu's webgpu backend takes the description alone, which Chromium
-/// leaves empty. None where any part of that is missing.
+/// leaves empty, and does not hand out the `GPUAdapter` it holds, so this asks
+/// `navigator.gpu` for the high-performance adapter once more (once a context, with the
+/// preference [`GpuContext::with_limits`] asks). None where any part of that is missing.
 #[cfg(target_arch = "wasm32")]
 async fn browser_adapter_name() -> Option<String> {
     use wasm_bindgen::JsCast;
